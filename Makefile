@@ -1,0 +1,49 @@
+# Everything runs from a project-local virtualenv so a fresh clone needs only python3.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+
+.PHONY: all venv lint typecheck unit test generate verify-generate render-examples clean
+
+all: test
+
+$(BIN)/mpi-operator: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(BIN)/mpi-operator
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest tests/unit
+
+# The one command that runs every check: lint, types, unit tests and the
+# cluster-backed tests (which bring up the local cluster themselves).
+test: lint typecheck
+	$(BIN)/pytest tests
+
+# Regenerate committed artefacts from their single sources of truth.
+generate: venv
+	$(PY) -m mpi_operator.api.crd > crds/kubeflow.org_mpijobs.yaml
+
+verify-generate: venv
+	$(PY) -m mpi_operator.api.crd | diff -u crds/kubeflow.org_mpijobs.yaml -
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+-include hack/cluster/cluster.mk
+
+# The main job, end to end: local cluster, CRD, operator, the pi example to Succeeded.
+.PHONY: demo
+demo: venv
+	$(PY) hack/demo.py --scheduler $(or $(SCHEDULER),default)

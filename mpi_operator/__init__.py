@@ -1,0 +1,3 @@
+"""A Kubernetes operator for kubeflow.org/v2beta1 MPIJobs."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,65 @@
+"""Names and values fixed by the kubeflow.org/v2beta1 API and by kubeflow/mpi-operator.
+
+Users' dashboards, selectors and scripts depend on these exact strings.
+"""
+
+from typing import Final
+
+GROUP: Final = "kubeflow.org"
+VERSION: Final = "v2beta1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "MPIJob"
+PLURAL: Final = "mpijobs"
+SINGULAR: Final = "mpijob"
+SHORT_NAMES: Final = ("mpij",)
+
+LAUNCHER: Final = "Launcher"
+WORKER: Final = "Worker"
+REPLICA_TYPES: Final = (LAUNCHER, WORKER)
+
+OPERATOR_NAME: Final = "mpi-operator"
+CONTROLLER_NAME: Final = "kubeflow.org/mpi-operator"
+MULTIKUEUE_CONTROLLER_NAME: Final = "kueue.x-k8s.io/multikueue"
+MANAGED_BY_VALUES: Final = (CONTROLLER_NAME, MULTIKUEUE_CONTROLLER_NAME)
+
+LABEL_OPERATOR_NAME: Final = "training.kubeflow.org/operator-name"
+LABEL_JOB_NAME: Final = "training.kubeflow.org/job-name"
+LABEL_JOB_ROLE: Final = "training.kubeflow.org/job-role"
+LABEL_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
+LABEL_APP: Final = "app"
+ROLE_LAUNCHER: Final = "launcher"
+ROLE_WORKER: Final = "worker"
+
+OPENMPI: Final = "OpenMPI"
+INTEL_MPI: Final = "Intel"
+MPICH: Final = "MPICH"
+MPI_IMPLEMENTATIONS: Final = (INTEL_MPI, MPICH, OPENMPI)
+
+CLEAN_POD_POLICY_ALL: Final = "All"
+CLEAN_POD_POLICY_RUNNING: Final = "Running"
+CLEAN_POD_POLICY_NONE: Final = "None"
+CLEAN_POD_POLICIES: Final = (CLEAN_POD_POLICY_ALL, CLEAN_POD_POLICY_NONE, CLEAN_POD_POLICY_RUNNING)
+
+RESTART_POLICY_NEVER: Final = "Never"
+RESTART_POLICY_ON_FAILURE: Final = "OnFailure"
+RESTART_POLICIES: Final = (RESTART_POLICY_NEVER, RESTART_POLICY_ON_FAILURE)
+
+LAUNCHER_CREATION_AT_STARTUP: Final = "AtStartup"
+LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY: Final = "WaitForWorkersReady"
+LAUNCHER_CREATION_POLICIES: Final = (
+    LAUNCHER_CREATION_AT_STARTUP,
+    LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY,
+)
+
+DEFAULT_SSH_AUTH_MOUNT_PATH: Final = "/root/.ssh"
+DEFAULT_SLOTS_PER_WORKER: Final = 1
+CONFIG_MOUNT_PATH: Final = "/etc/mpi"
+HOSTFILE_NAME: Final = "hostfile"
+DISCOVER_HOSTS_SCRIPT_NAME: Final = "discover_hosts.sh"
+
+CONDITION_CREATED: Final = "Created"
+CONDITION_RUNNING: Final = "Running"
+CONDITION_RESTARTING: Final = "Restarting"
+CONDITION_SUCCEEDED: Final = "Succeeded"
+CONDITION_SUSPENDED: Final = "Suspended"
+CONDITION_FAILED: Final = "Failed"

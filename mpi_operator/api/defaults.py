@@ -1,0 +1,48 @@
+"""In-memory defaults of an MPIJob, applied before validation and rendering.
+
+Like upstream, defaults are never written back to the stored object: users reading
+their MPIJob see what they wrote (plus what the CRD schema defaults).
+"""
+
+from __future__ import annotations
+
+from mpi_operator.api import constants as c
+from mpi_operator.api.v2beta1 import MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
+
+
+def with_defaults(job: MPIJob) -> MPIJob:
+    """A copy of ``job`` with every default filled in; ``job`` is left untouched."""
+    job = job.model_copy(deep=True)
+    spec = job.spec or MPIJobSpec()
+    run_policy = spec.run_policy or RunPolicy()
+    if run_policy.clean_pod_policy is None:
+        run_policy.clean_pod_policy = c.CLEAN_POD_POLICY_NONE
+    if spec.slots_per_worker is None:
+        spec.slots_per_worker = c.DEFAULT_SLOTS_PER_WORKER
+    if spec.ssh_auth_mount_path is None:
+        spec.ssh_auth_mount_path = c.DEFAULT_SSH_AUTH_MOUNT_PATH
+    if spec.mpi_implementation is None:
+        spec.mpi_implementation = c.OPENMPI
+    if spec.launcher_creation_policy is None:
+        spec.launcher_creation_policy = c.LAUNCHER_CREATION_AT_STARTUP
+    if spec.run_launcher_as_worker is None:
+        spec.run_launcher_as_worker = False
+    replica_specs = spec.mpi_replica_specs
+    if replica_specs is not None:
+        launcher = replica_specs.get(c.LAUNCHER)
+        if launcher is not None:
+            _default_replica(launcher, c.RESTART_POLICY_ON_FAILURE, replicas=1)
+        worker = replica_specs.get(c.WORKER)
+        if worker is not None:
+            # Worker replicas stay unset: validation reports a missing count by name.
+            _default_replica(worker, c.RESTART_POLICY_NEVER, replicas=None)
+    spec.run_policy = run_policy
+    job.spec = spec
+    return job
+
+
+def _default_replica(spec: ReplicaSpec, restart_policy: str, replicas: int | None) -> None:
+    if spec.restart_policy is None:
+        spec.restart_policy = restart_policy
+    if spec.replicas is None and replicas is not None:
+        spec.replicas = replicas

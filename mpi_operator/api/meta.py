@@ -1,0 +1,46 @@
+"""Object metadata shared by everything the operator creates for a job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpi_operator.api import constants as c
+from mpi_operator.api.v2beta1 import MPIJob
+
+
+def controller_reference(job: MPIJob) -> dict[str, Any]:
+    """The ownerReference making ``job`` the controller of a child, so GC deletes both."""
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND,
+        "name": job.name,
+        "uid": job.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def child_metadata(job: MPIJob, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Metadata of a child object: deterministic name, job namespace, controller reference.
+
+    Every child carries the operator's label (upstream labels only pods with it) so the
+    operator can watch its own objects and nothing else of the cluster.
+    """
+    return {
+        "name": name,
+        "namespace": job.namespace,
+        "labels": {**(labels or {}), c.LABEL_OPERATOR_NAME: c.OPERATOR_NAME},
+        "ownerReferences": [controller_reference(job)],
+    }
+
+
+def is_controlled_by(obj: dict[str, Any], job: MPIJob) -> bool:
+    """True when ``obj``'s controller reference points at this very job (same UID)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return bool(
+                ref.get("apiVersion") == c.API_VERSION
+                and ref.get("kind") == c.KIND
+                and ref.get("uid") == job.uid
+            )
+    return False

@@ -1,0 +1,1 @@
+"""Test support shipped with the operator: object builders for specs and e2e tests."""
