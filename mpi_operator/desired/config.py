@@ -1,0 +1,78 @@
+"""The job's ConfigMap: the static hostfile and the discover_hosts.sh script.
+
+The hostfile lists every host the spec asks for; discover_hosts.sh lists the hosts that
+are running right now, for Elastic Horovod's host discovery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from mpi_operator.api import constants as c
+from mpi_operator.api.meta import child_metadata
+from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.desired import names
+from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.desired.pod_templates import launcher_runs_as_worker
+
+
+def host_fqdn(job: MPIJob, pod_name: str, facts: ClusterFacts) -> str:
+    """The pod's name through the headless Service.
+
+    Without a configured cluster domain the name stops at ``svc`` and relies on the pods'
+    DNS search path, as upstream does.
+    """
+    fqdn = f"{pod_name}.{names.service_name(job)}.{job.namespace}.svc"
+    return f"{fqdn}.{facts.cluster_domain}" if facts.cluster_domain else fqdn
+
+
+def _hostfile_line(job: MPIJob, fqdn: str) -> str:
+    assert job.spec is not None
+    slots = job.spec.slots_per_worker
+    if job.spec.mpi_implementation == c.OPENMPI:
+        return f"{fqdn} slots={slots}\n"
+    # Intel MPI and MPICH (Hydra) read `host:slots`.
+    return f"{fqdn}:{slots}\n"
+
+
+def _static_pod_names(job: MPIJob) -> list[str]:
+    workers = [names.worker_name(job, i) for i in range(job.replicas(c.WORKER))]
+    if launcher_runs_as_worker(job):
+        return [names.launcher_name(job), *workers]
+    return workers
+
+
+def hostfile(job: MPIJob, facts: ClusterFacts) -> str:
+    """One line per host from the spec's replica count: launcher first when it works too."""
+    return "".join(
+        _hostfile_line(job, host_fqdn(job, pod, facts)) for pod in _static_pod_names(job)
+    )
+
+
+def discover_hosts_script(
+    job: MPIJob, facts: ClusterFacts, running_worker_names: Iterable[str]
+) -> str:
+    """A shell script printing the launcher (when it works too) and the running workers.
+
+    Workers are sorted by name as plain strings, like upstream (worker-10 before worker-2),
+    so the script only changes when the set of running workers does.
+    """
+    hosts = [names.launcher_name(job)] if launcher_runs_as_worker(job) else []
+    hosts += sorted(running_worker_names)
+    return "#!/bin/sh\n" + "".join(f"echo {host_fqdn(job, pod, facts)}\n" for pod in hosts)
+
+
+def new_config_map(
+    job: MPIJob, facts: ClusterFacts, running_worker_names: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The ConfigMap mounted at /etc/mpi in the launcher."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": child_metadata(job, names.config_map_name(job), {c.LABEL_APP: job.name}),
+        "data": {
+            c.HOSTFILE_NAME: hostfile(job, facts),
+            c.DISCOVER_HOSTS_SCRIPT_NAME: discover_hosts_script(job, facts, running_worker_names),
+        },
+    }

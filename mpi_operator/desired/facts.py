@@ -1,0 +1,26 @@
+"""Facts about the cluster that shape a job's objects but are not part of the job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the operator knows of the cluster when it renders a job.
+
+    ``priority_classes`` maps PriorityClass names to values; ``default_priority`` is the
+    value of the cluster's globalDefault PriorityClass (0 when there is none), which the
+    API server gives to pods that name no class.
+    """
+
+    cluster_domain: str = ""
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
+    default_priority: int = 0
+
+    def priority_of(self, class_name: str | None) -> int:
+        """Priority a pod with this priorityClassName gets; unknown classes count as default."""
+        if not class_name:
+            return self.default_priority
+        return self.priority_classes.get(class_name, self.default_priority)

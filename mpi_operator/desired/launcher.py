@@ -1,0 +1,132 @@
+"""The launcher: a batch/v1 Job whose single pod runs mpirun against the hostfile."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from gang import GangScheduler
+from mpi_operator.api import constants as c
+from mpi_operator.api.meta import child_metadata
+from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.desired import names, pod_templates
+from mpi_operator.desired.facts import ClusterFacts
+
+CONFIG_VOLUME: Final = "mpi-job-config"
+HOSTFILE_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
+# Workers may not be resolvable yet when mpirun starts; ssh retries instead of failing.
+SSH_CONNECT_RETRIES: Final = "-o ConnectionAttempts=10"
+# Replacing a pod only once it has fully terminated keeps two launchers from running at
+# once (kubernetes/kubernetes#115844).
+POD_REPLACEMENT_POLICY: Final = "Failed"
+
+_IMPLEMENTATION_ENV: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    c.OPENMPI: (
+        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        ("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
+        ("OMPI_MCA_plm_rsh_args", SSH_CONNECT_RETRIES),
+    ),
+    c.INTEL_MPI: (
+        ("I_MPI_HYDRA_HOST_FILE", HOSTFILE_PATH),
+        ("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_CONNECT_RETRIES),
+    ),
+    c.MPICH: (
+        ("HYDRA_HOST_FILE", HOSTFILE_PATH),
+        ("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECT_RETRIES),
+    ),
+}
+# MPICH has no per-host slot variable: it reads the slots from the hostfile only.
+_SLOTS_ENV: Final = {c.OPENMPI: "OMPI_MCA_orte_set_default_slots", c.INTEL_MPI: "I_MPI_PERHOST"}
+# Blanked so a launcher that only runs mpirun cannot grab GPUs through the NVIDIA runtime.
+# Sent without a value, as upstream sends them: the container sees empty strings.
+_NVIDIA_ENV: Final = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+
+_CONFIG_VOLUME_ITEMS: Final = (
+    {"key": c.HOSTFILE_NAME, "path": c.HOSTFILE_NAME, "mode": 0o444},
+    {"key": c.DISCOVER_HOSTS_SCRIPT_NAME, "path": c.DISCOVER_HOSTS_SCRIPT_NAME, "mode": 0o555},
+)
+
+
+def template_sets_restart_policy(job: MPIJob) -> bool:
+    """Whether the launcher template's restartPolicy is about to be overridden.
+
+    Upstream warns with a SetPodTemplateRestartPolicy event each time it renders the
+    template; the caller emits it, since rendering is pure.
+    """
+    template = pod_templates.replica_spec(job, c.LAUNCHER).template or {}
+    pod_spec = template.get("spec")
+    return isinstance(pod_spec, dict) and bool(pod_spec.get("restartPolicy"))
+
+
+def launcher_env(job: MPIJob) -> list[dict[str, str]]:
+    """Variables appended to container 0: role, MPI implementation, slots, GPU blanks."""
+    assert job.spec is not None
+    implementation = job.spec.mpi_implementation or c.OPENMPI
+    env = [{"name": pod_templates.ROLE_ENV, "value": c.ROLE_LAUNCHER}]
+    env += [{"name": k, "value": v} for k, v in _IMPLEMENTATION_ENV.get(implementation, ())]
+    slots_env = _SLOTS_ENV.get(implementation)
+    if slots_env is not None:
+        env.append({"name": slots_env, "value": str(job.spec.slots_per_worker)})
+    if not pod_templates.launcher_runs_as_worker(job):
+        env += [{"name": name} for name in _NVIDIA_ENV]
+    return env
+
+
+def launcher_pod_template(
+    job: MPIJob, facts: ClusterFacts, gang: GangScheduler | None
+) -> dict[str, Any]:
+    """The launcher Job's pod template.
+
+    ``facts`` is taken so every pod builder has one signature; the launcher needs no
+    cluster fact today.
+    """
+    spec = pod_templates.replica_spec(job, c.LAUNCHER)
+    # Index 0 belongs to the launcher so workers' indexes stay unique (Kueue TAS).
+    index = 0 if pod_templates.launcher_runs_as_worker(job) else None
+    template = pod_templates.role_template(
+        job, spec, c.ROLE_LAUNCHER, names.launcher_name(job), index
+    )
+    pod_templates.set_restart_policy(template, spec)
+    container = pod_templates.main_container(template)
+    pod_templates.append_to(container, "env", *launcher_env(job))
+    pod_templates.mount_ssh_auth(template, job)
+    pod_templates.append_to(
+        template["spec"],
+        "volumes",
+        {
+            "name": CONFIG_VOLUME,
+            "configMap": {
+                "name": names.config_map_name(job),
+                "items": [dict(item) for item in _CONFIG_VOLUME_ITEMS],
+            },
+        },
+    )
+    pod_templates.append_to(
+        container, "volumeMounts", {"name": CONFIG_VOLUME, "mountPath": c.CONFIG_MOUNT_PATH}
+    )
+    return pod_templates.owned_pod_template(template, job, gang)
+
+
+def new_launcher_job(
+    job: MPIJob, facts: ClusterFacts, gang: GangScheduler | None
+) -> dict[str, Any]:
+    """The launcher Job; suspended when the MPIJob is, so no launcher pod starts."""
+    assert job.spec is not None and job.spec.run_policy is not None
+    run_policy = job.spec.run_policy
+    spec: dict[str, Any] = {}
+    # The Job applies the deadline, the retries and the TTL to the launcher on our behalf.
+    if run_policy.active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = run_policy.active_deadline_seconds
+    if run_policy.backoff_limit is not None:
+        spec["backoffLimit"] = run_policy.backoff_limit
+    spec["template"] = launcher_pod_template(job, facts, gang)
+    if run_policy.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = run_policy.ttl_seconds_after_finished
+    if pod_templates.is_suspended(job):
+        spec["suspend"] = True
+    spec["podReplacementPolicy"] = POD_REPLACEMENT_POLICY
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": child_metadata(job, names.launcher_name(job), {c.LABEL_APP: job.name}),
+        "spec": spec,
+    }

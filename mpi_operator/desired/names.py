@@ -1,0 +1,29 @@
+"""Deterministic names of a job's children; the operator never uses generateName."""
+
+from __future__ import annotations
+
+from mpi_operator.api.v2beta1 import MPIJob
+
+
+def service_name(job: MPIJob) -> str:
+    return job.name
+
+
+def config_map_name(job: MPIJob) -> str:
+    return f"{job.name}-config"
+
+
+def ssh_secret_name(job: MPIJob) -> str:
+    return f"{job.name}-ssh"
+
+
+def launcher_name(job: MPIJob) -> str:
+    return f"{job.name}-launcher"
+
+
+def worker_name(job: MPIJob, index: int) -> str:
+    return f"{job.name}-worker-{index}"
+
+
+def pod_group_name(job: MPIJob) -> str:
+    return job.name

@@ -1,0 +1,161 @@
+"""What the launcher and the workers share: a copied template, operator labels, SSH keys.
+
+A pod template stays a plain dict from the user's MPIJob to the created object. Each
+builder deep-copies it and overlays only the fields the operator owns, so a pod field
+this code has never heard of still reaches the pod.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+from gang import GangScheduler
+from mpi_operator.api import constants as c
+from mpi_operator.api.meta import controller_reference
+from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
+from mpi_operator.desired import names
+
+SSH_AUTH_VOLUME: Final = "ssh-auth"
+SSH_PRIVATE_KEY: Final = "ssh-privatekey"
+SSH_PUBLIC_KEY: Final = "ssh-publickey"
+# sshd refuses keys readable by others, but only a root-owned ~/.ssh can be given 0600
+# without breaking a non-root user's access, so other mount paths keep the API default.
+ROOT_SSH_KEY_MODE: Final = 0o600
+# OpenSSH's default file names, so neither ssh nor sshd needs configuration.
+SSH_VOLUME_ITEMS: Final = (
+    {"key": SSH_PRIVATE_KEY, "path": "id_rsa"},
+    {"key": SSH_PUBLIC_KEY, "path": "id_rsa.pub"},
+    {"key": SSH_PUBLIC_KEY, "path": "authorized_keys"},
+)
+HOST_NETWORK_DNS_POLICY: Final = "ClusterFirstWithHostNet"
+ROLE_ENV: Final = "K_MPI_JOB_ROLE"
+
+
+def replica_spec(job: MPIJob, replica_type: str) -> ReplicaSpec:
+    """The role's spec; a defaulted, valid job has the Launcher and any rendered Worker."""
+    spec = job.replica_spec(replica_type)
+    if spec is None:
+        raise ValueError(f"MPIJob {job.namespace}/{job.name} has no {replica_type} replica spec")
+    return spec
+
+
+def copy_template(spec: ReplicaSpec) -> dict[str, Any]:
+    """A deep copy of the role's pod template with ``metadata`` and ``spec`` as dicts."""
+    template = copy.deepcopy(spec.template or {})
+    if not isinstance(template.get("metadata"), dict):
+        template["metadata"] = {}
+    if not isinstance(template.get("spec"), dict):
+        template["spec"] = {}
+    return template
+
+
+def operator_labels(job: MPIJob, role: str) -> dict[str, str]:
+    """Labels selecting a role's pods (and, without the role, the job's Service)."""
+    return {
+        c.LABEL_OPERATOR_NAME: c.OPERATOR_NAME,
+        c.LABEL_JOB_NAME: job.name,
+        c.LABEL_JOB_ROLE: role,
+    }
+
+
+def overlay_labels(template: dict[str, Any], labels: dict[str, str]) -> None:
+    """Add ``labels`` to the template's; the operator's win, or its selectors would miss."""
+    metadata = template["metadata"]
+    metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
+
+
+def main_container(template: dict[str, Any]) -> dict[str, Any]:
+    """Container 0: the only one the operator configures, sidecars are the user's."""
+    container: dict[str, Any] = template["spec"]["containers"][0]
+    return container
+
+
+def append_to(obj: dict[str, Any], field: str, *items: dict[str, Any]) -> None:
+    """Append after the user's entries: for env, the API keeps the last duplicate."""
+    obj[field] = [*(obj.get(field) or []), *items]
+
+
+def set_host_identity(template: dict[str, Any], job: MPIJob, hostname: str) -> None:
+    """Hostname and subdomain that make the pod resolvable through the job's Service."""
+    spec = template["spec"]
+    spec["hostname"] = hostname
+    spec["subdomain"] = names.service_name(job)
+    if spec.get("hostNetwork") is True:
+        # Without it a host-network pod resolves with the node's resolv.conf and never
+        # finds its peers' Service names.
+        spec["dnsPolicy"] = HOST_NETWORK_DNS_POLICY
+
+
+def set_restart_policy(template: dict[str, Any], spec: ReplicaSpec) -> None:
+    """The replica-level restart policy replaces the template's."""
+    template["spec"]["restartPolicy"] = spec.restart_policy
+
+
+def mount_ssh_auth(template: dict[str, Any], job: MPIJob) -> None:
+    """Mount the job's SSH key pair in container 0 at spec.sshAuthMountPath."""
+    assert job.spec is not None
+    mount_path = job.spec.ssh_auth_mount_path
+    secret: dict[str, Any] = {
+        "secretName": names.ssh_secret_name(job),
+        "items": [dict(item) for item in SSH_VOLUME_ITEMS],
+    }
+    if mount_path == c.DEFAULT_SSH_AUTH_MOUNT_PATH:
+        secret["defaultMode"] = ROOT_SSH_KEY_MODE
+    append_to(template["spec"], "volumes", {"name": SSH_AUTH_VOLUME, "secret": secret})
+    append_to(
+        main_container(template),
+        "volumeMounts",
+        {"name": SSH_AUTH_VOLUME, "mountPath": mount_path},
+    )
+
+
+def hand_to_gang(
+    template: dict[str, Any], job: MPIJob, gang: GangScheduler | None
+) -> dict[str, Any]:
+    """The template as the gang scheduler wants it; unchanged without gang scheduling."""
+    return template if gang is None else gang.decorate_pod_template(template, job)
+
+
+def pod_metadata(template: dict[str, Any]) -> dict[str, Any]:
+    """Labels and annotations of a rendered template: the only metadata pods inherit."""
+    metadata = template.get("metadata") or {}
+    result: dict[str, Any] = {"labels": dict(metadata.get("labels") or {})}
+    if metadata.get("annotations"):
+        result["annotations"] = dict(metadata["annotations"])
+    return result
+
+
+def role_template(
+    job: MPIJob, spec: ReplicaSpec, role: str, hostname: str, replica_index: int | None
+) -> dict[str, Any]:
+    """A copy of the role's template with the operator's labels (the replica-index label only
+    when ``replica_index`` is given) and the pod's host identity."""
+    labels = operator_labels(job, role)
+    if replica_index is not None:
+        labels[c.LABEL_REPLICA_INDEX] = str(replica_index)
+    template = copy_template(spec)
+    overlay_labels(template, labels)
+    set_host_identity(template, job, hostname)
+    return template
+
+
+def owned_pod_template(
+    template: dict[str, Any], job: MPIJob, gang: GangScheduler | None
+) -> dict[str, Any]:
+    """The finished template as the gang scheduler wants it, with only the metadata pods
+    inherit plus the job's controller reference."""
+    template = hand_to_gang(template, job, gang)
+    return {
+        "metadata": {**pod_metadata(template), "ownerReferences": [controller_reference(job)]},
+        "spec": template["spec"],
+    }
+
+
+def launcher_runs_as_worker(job: MPIJob) -> bool:
+    return bool(job.spec and job.spec.run_launcher_as_worker)
+
+
+def is_suspended(job: MPIJob) -> bool:
+    run_policy = job.spec.run_policy if job.spec else None
+    return bool(run_policy and run_policy.suspend)
