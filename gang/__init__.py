@@ -1,0 +1,99 @@
+"""Gang scheduling strategies: everything scheduler-specific lives below this package.
+
+The core operator only knows the ``GangScheduler`` protocol and ``select_gang_scheduler``.
+A new gang scheduler is one new module below ``gang/`` plus one entry in ``_STRATEGIES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.desired.facts import ClusterFacts
+
+
+@dataclass(frozen=True)
+class GangState:
+    """What the scheduler says about a gang, for the job's GangScheduled condition.
+
+    ``scheduled`` is None when the scheduler has not decided anything yet.
+    """
+
+    scheduled: bool | None
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PodGroupResource:
+    """Where a scheduler's PodGroup lives in the API."""
+
+    group: str
+    version: str
+    kind: str = "PodGroup"
+    plural: str = "podgroups"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+class GangScheduler(Protocol):
+    """A gang scheduler the operator can hand a job's pods to."""
+
+    @property
+    def scheduler_name(self) -> str:
+        """The pods' spec.schedulerName."""
+        ...
+
+    @property
+    def pod_group_resource(self) -> PodGroupResource: ...
+
+    def pod_group(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
+        """The desired PodGroup of a (defaulted, valid) job, metadata included."""
+        ...
+
+    def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
+        """A copy of ``template`` that this scheduler places in the job's gang."""
+        ...
+
+    def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
+        """Whether a stored PodGroup's spec differs from the desired one in meaning."""
+        ...
+
+    def updated_pod_group(
+        self, current: Mapping[str, Any], desired: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The object to send as an update: a copy of ``current`` with the desired spec."""
+        ...
+
+    def gang_state(self, pod_group: dict[str, Any]) -> GangState:
+        """The scheduler's verdict on a stored PodGroup, read from its status."""
+        ...
+
+
+def _volcano(name: str) -> GangScheduler:
+    from gang.volcano import VolcanoScheduler
+
+    return VolcanoScheduler()
+
+
+def _coscheduling(name: str) -> GangScheduler:
+    from gang.coscheduling import CoschedulingScheduler
+
+    return CoschedulingScheduler(scheduler_name=name)
+
+
+# Flag value -> strategy. Any other non-empty name means the coscheduling plugin running
+# under that scheduler name, exactly as kubeflow/mpi-operator's --gang-scheduling flag.
+_STRATEGIES: dict[str, Callable[[str], GangScheduler]] = {"volcano": _volcano}
+_FALLBACK: Callable[[str], GangScheduler] = _coscheduling
+
+
+def select_gang_scheduler(name: str | None) -> GangScheduler | None:
+    """The strategy for a --gang-scheduling value; None when gang scheduling is off."""
+    if not name:
+        return None
+    return _STRATEGIES.get(name, _FALLBACK)(name)

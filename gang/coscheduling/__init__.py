@@ -1,0 +1,82 @@
+"""scheduler-plugins coscheduling (scheduling.x-k8s.io/v1alpha1 PodGroups)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gang import GangState, PodGroupResource
+from gang.members import min_resources, scheduling_policy
+from gang.pod_group import PodGroupScheduler, optional, resource_list, same_spec, scalar
+from gang.pod_template import assign_to_gang
+from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.quantity import format_resources
+
+POD_GROUP_RESOURCE: Final = PodGroupResource(group="scheduling.x-k8s.io", version="v1alpha1")
+# Pod label naming the pod's PodGroup (scheduler-plugins' PodGroupLabel).
+POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+
+_SPEC_FIELDS: Final = {
+    "minMember": scalar(0),
+    "minResources": resource_list,
+    # A pointer: kubeflow/mpi-operator always sends it, 0 meaning the plugin's own
+    # permitWaitingTimeSeconds.
+    "scheduleTimeoutSeconds": optional,
+}
+
+
+@dataclass(frozen=True)
+class CoschedulingScheduler(PodGroupScheduler):
+    """Gangs placed by a kube-scheduler running the Coscheduling plugin under this name."""
+
+    scheduler_name: str
+    pod_group_resource = POD_GROUP_RESOURCE
+
+    def spec_fields(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
+        spec: dict[str, Any] = {}
+        resources = min_resources(job, facts)
+        if resources:
+            spec["minResources"] = format_resources(resources)
+        timeout = scheduling_policy(job).schedule_timeout_seconds
+        spec["scheduleTimeoutSeconds"] = timeout or 0
+        return spec
+
+    def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
+        return assign_to_gang(template, self.scheduler_name, labels={POD_GROUP_LABEL: job.name})
+
+    def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
+        return not same_spec(current.get("spec") or {}, desired.get("spec") or {}, _SPEC_FIELDS)
+
+    def gang_state(self, pod_group: dict[str, Any]) -> GangState:
+        status = pod_group.get("status") or {}
+        phase = status.get("phase") or ""
+        wanted = (pod_group.get("spec") or {}).get("minMember") or 0
+        if phase in ("Running", "Finished"):
+            return GangState(
+                True, f"PodGroup{phase}", "The scheduler placed at least minMember pods together."
+            )
+        if phase == "Failed":
+            return GangState(
+                True, "PodGroupFailed", "The scheduler placed the gang; some of its pods failed."
+            )
+        if phase == "Scheduling":
+            running = (status.get("running") or 0) + (status.get("succeeded") or 0)
+            return GangState(
+                False,
+                "PodGroupScheduling",
+                f"{running} of {wanted} pods run; the scheduler places the gang only as a whole.",
+            )
+        if phase == "Pending":
+            return GangState(
+                False,
+                "PodGroupPending",
+                f"Fewer than {wanted} pods of the gang exist yet.",
+            )
+        if not phase:
+            return GangState(
+                None,
+                "PodGroupNotObserved",
+                "The scheduler-plugins controller has not reported on the PodGroup yet.",
+            )
+        return GangState(None, "PodGroupUnknown", f'The PodGroup is in phase "{phase}".')

@@ -1,0 +1,112 @@
+"""Which pods form a job's gang and how much of it must fit: the same for every scheduler.
+
+The gang is the set of pods that exist while the scheduler places them. That is the
+launcher and every worker, except under ``launcherCreationPolicy: WaitForWorkersReady``:
+there the launcher is created only after the workers run, so a gang that counted it could
+never be complete (kubeflow/mpi-operator#608).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gang.pod_requests import Amounts, add, pod_requests, scaled
+from mpi_operator.api import constants as c
+from mpi_operator.api.v2beta1 import MPIJob, SchedulingPolicy
+from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.quantity import Quantity
+
+
+@dataclass(frozen=True)
+class GangRole:
+    """The identical pods of one replica type that belong to the gang."""
+
+    replica_type: str
+    pods: int
+    priority: int
+    pod_requests: Mapping[str, Quantity]
+
+
+def scheduling_policy(job: MPIJob) -> SchedulingPolicy:
+    """The job's schedulingPolicy; an empty one when the job has none."""
+    run_policy = job.spec.run_policy if job.spec else None
+    policy = run_policy.scheduling_policy if run_policy else None
+    return policy or SchedulingPolicy()
+
+
+def template_pod_spec(job: MPIJob, replica_type: str) -> Mapping[str, Any]:
+    """The pod spec of a role's template; empty when the role or its template is missing."""
+    replica = job.replica_spec(replica_type)
+    template = (replica.template if replica else None) or {}
+    pod_spec = template.get("spec")
+    return pod_spec if isinstance(pod_spec, Mapping) else {}
+
+
+def template_priority_class(job: MPIJob, replica_type: str) -> str:
+    name = template_pod_spec(job, replica_type).get("priorityClassName")
+    return name if isinstance(name, str) else ""
+
+
+def gang_replica_types(job: MPIJob) -> tuple[str, ...]:
+    """The roles whose pods the scheduler must place together, launcher first."""
+    if _launcher_waits_for_workers(job):
+        return (c.WORKER,)
+    return tuple(t for t in c.REPLICA_TYPES if job.replica_spec(t) is not None)
+
+
+def min_member(job: MPIJob) -> int:
+    """The PodGroup's minMember: the policy's minAvailable, else every pod of the gang."""
+    min_available = scheduling_policy(job).min_available
+    if min_available is not None:
+        return min_available
+    return sum(job.replicas(t) for t in gang_replica_types(job))
+
+
+def gang_roles(job: MPIJob, facts: ClusterFacts) -> list[GangRole]:
+    """The gang's roles in placement order: highest priority first, the launcher on ties."""
+    roles = [
+        GangRole(
+            replica_type=replica_type,
+            pods=job.replicas(replica_type),
+            priority=facts.priority_of(template_priority_class(job, replica_type)),
+            pod_requests=pod_requests(template_pod_spec(job, replica_type)),
+        )
+        for replica_type in gang_replica_types(job)
+    ]
+    return placement_order(roles)
+
+
+def placement_order(roles: list[GangRole]) -> list[GangRole]:
+    """Highest priority first; equal priorities keep their order, which lists the launcher
+    first, so a tie counts the launcher in (as kubeflow/mpi-operator does)."""
+    return sorted(roles, key=lambda role: -role.priority)
+
+
+def min_resources(job: MPIJob, facts: ClusterFacts) -> Amounts | None:
+    """The PodGroup's minResources; None when the PodGroup must not carry any.
+
+    The policy's value wins as written. Otherwise it is the sum of the effective requests
+    of the minMember pods the scheduler would place first, by priority. A minMember of 0
+    asks for no gang, so no resources either.
+    """
+    policy_resources = scheduling_policy(job).min_resources
+    if policy_resources is not None:
+        return {name: Quantity.parse(raw) for name, raw in policy_resources.items()}
+    remaining = min_member(job)
+    if remaining <= 0:
+        return None
+    total: Amounts = {}
+    for role in gang_roles(job, facts):
+        counted = min(role.pods, remaining)
+        if counted <= 0:
+            break
+        total = add(total, scaled(role.pod_requests, counted))
+        remaining -= counted
+    return total
+
+
+def _launcher_waits_for_workers(job: MPIJob) -> bool:
+    policy = job.spec.launcher_creation_policy if job.spec else None
+    return policy == c.LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY and job.replicas(c.WORKER) > 0

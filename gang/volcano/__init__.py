@@ -1,0 +1,130 @@
+"""Volcano gang scheduling (scheduling.volcano.sh/v1beta1 PodGroups)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from gang import GangState, PodGroupResource
+from gang.members import min_resources, scheduling_policy, template_priority_class
+from gang.pod_group import PodGroupScheduler, optional_resource_list, same_spec, scalar
+from gang.pod_template import assign_to_gang
+from mpi_operator.api import constants as c
+from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.quantity import format_resources
+
+SCHEDULER_NAME: Final = "volcano"
+POD_GROUP_RESOURCE: Final = PodGroupResource(group="scheduling.volcano.sh", version="v1beta1")
+# Pod annotation naming the pod's PodGroup (volcano's KubeGroupNameAnnotationKey).
+GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+# MPIJob annotation choosing the queue when the schedulingPolicy names none.
+QUEUE_NAME_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+# The queue the Volcano CRD (v1.12 on) stores when a PodGroup names none.
+DEFAULT_QUEUE: Final = "default"
+
+_SPEC_FIELDS: Final = {
+    "minMember": scalar(0),
+    "queue": scalar(""),
+    "priorityClassName": scalar(""),
+    # A pointer in Volcano's API: without minResources the gang skips queue admission,
+    # while an empty list still goes through it, so the two are different specs.
+    "minResources": optional_resource_list,
+}
+
+
+class VolcanoScheduler(PodGroupScheduler):
+    """Gangs placed by vc-scheduler, admitted through Volcano queues."""
+
+    pod_group_resource = POD_GROUP_RESOURCE
+
+    @property
+    def scheduler_name(self) -> str:
+        return SCHEDULER_NAME
+
+    def spec_fields(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
+        spec: dict[str, Any] = {}
+        queue = _queue(job)
+        if queue:
+            spec["queue"] = queue
+        priority_class = _priority_class_name(job)
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        resources = min_resources(job, facts)
+        if resources is not None:
+            spec["minResources"] = format_resources(resources)
+        return spec
+
+    def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
+        return assign_to_gang(
+            template, SCHEDULER_NAME, annotations={GROUP_NAME_ANNOTATION: job.name}
+        )
+
+    def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
+        stored = dict(current.get("spec") or {})
+        wanted = desired.get("spec") or {}
+        if not wanted.get("queue") and stored.get("queue") == DEFAULT_QUEUE:
+            # The CRD filled in the default for the empty queue we sent; sending it again
+            # would be stored as "default" again, an update on every sync for nothing.
+            del stored["queue"]
+        return not same_spec(stored, wanted, _SPEC_FIELDS)
+
+    def gang_state(self, pod_group: dict[str, Any]) -> GangState:
+        status = pod_group.get("status") or {}
+        phase = status.get("phase") or ""
+        if phase in ("Running", "Completed"):
+            return GangState(
+                True, f"PodGroup{phase}", "Volcano placed at least minMember pods of the gang."
+            )
+        unschedulable = _true_condition(status, "Unschedulable")
+        if unschedulable is not None:
+            message = unschedulable.get("message") or unschedulable.get("reason") or ""
+            return GangState(
+                False, "Unschedulable", message or "Volcano cannot place the gang yet."
+            )
+        if not phase:
+            return GangState(
+                None, "PodGroupNotObserved", "Volcano has not reported on the PodGroup yet."
+            )
+        if phase == "Inqueue":
+            return GangState(
+                False,
+                "PodGroupInqueue",
+                "The gang is admitted to its queue; Volcano has not placed its pods yet.",
+            )
+        if phase == "Unknown":
+            return GangState(
+                False,
+                "PodGroupUnknown",
+                "Some pods of the gang run, but Volcano cannot place the others.",
+            )
+        queue = (pod_group.get("spec") or {}).get("queue") or DEFAULT_QUEUE
+        return GangState(
+            False,
+            "PodGroupPending",
+            f'The gang waits for admission to Volcano queue "{queue}".',
+        )
+
+
+def _queue(job: MPIJob) -> str:
+    return scheduling_policy(job).queue or job.annotations.get(QUEUE_NAME_ANNOTATION) or ""
+
+
+def _priority_class_name(job: MPIJob) -> str:
+    """The policy's class, else the launcher's, else the workers'; existing or not."""
+    return (
+        scheduling_policy(job).priority_class
+        or template_priority_class(job, c.LAUNCHER)
+        or template_priority_class(job, c.WORKER)
+    )
+
+
+def _true_condition(status: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
+    for condition in status.get("conditions") or []:
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == condition_type
+            and condition.get("status") == "True"
+        ):
+            return condition
+    return None
