@@ -1,0 +1,261 @@
+"""The ``mpi-operator`` command.
+
+``mpi-operator render -f JOB.yaml`` prints what the operator would create for a job, without a
+cluster. Anything that is not a known command is the operator's own command line (see
+``operator/options.py``): upstream's
+binary takes its flags (``--namespace``, ``--gang-scheduling``, ...) with no subcommand, and
+deployments that pass them must keep working, so commands only ever claim a bare first word.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+import yaml
+
+from gang import select_gang_scheduler
+from mpi_operator import __version__
+from mpi_operator.api.errors import InvalidMPIJobError
+from mpi_operator.api.validation import load_valid_mpijob
+from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.desired.objects import desired_objects
+from mpi_operator.operator.options import OptionsError, add_operator_flags, options_from
+
+PROG: Final = "mpi-operator"
+USAGE_ERROR: Final = 2
+_INT32: Final = range(-(2**31), 2**31)
+_INTEGER: Final = re.compile(r"^[+-]?[0-9]+$")
+
+
+class UsageError(Exception):
+    """A problem with the command line or its input, reported as one line on stderr."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, not argparse's usage block: scripts read stderr line by line.
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args and args[0] in COMMANDS:
+            return COMMANDS[args[0]](args[1:])
+        if args and not args[0].startswith("-"):
+            raise UsageError(
+                f"{PROG}: unknown command {args[0]!r}; commands: {', '.join(COMMANDS)} "
+                f"(see {PROG} --help)"
+            )
+        return _operator(args)
+    except UsageError as error:
+        print(error, file=sys.stderr)
+        return USAGE_ERROR
+    except SystemExit as done:  # --help and --version
+        return done.code if isinstance(done.code, int) else 0
+
+
+# -- the operator ----------------------------------------------------------------------------
+
+
+def _operator_parser() -> _Parser:
+    parser = _Parser(
+        prog=PROG,
+        description="Kubernetes operator for kubeflow.org/v2beta1 MPIJobs.",
+        epilog=(
+            "commands:\n"
+            "  render    print the objects the operator would create for a job "
+            "(see mpi-operator render --help)"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    # Go's flag package, which upstream uses, also accepts a single dash.
+    parser.add_argument("--version", "-version", action="version", version=f"{PROG} {__version__}")
+    add_operator_flags(parser)
+    return parser
+
+
+def _operator(argv: list[str]) -> int:
+    try:
+        options = options_from(_operator_parser().parse_args(argv))
+    except OptionsError as error:
+        raise UsageError(f"{PROG}: {error}") from None
+    # Imported here: rendering must not pay for the operator's runtime.
+    from mpi_operator.operator.main import run
+
+    return run(options)
+
+
+# -- render ----------------------------------------------------------------------------------
+
+
+def _render_parser() -> _Parser:
+    parser = _Parser(
+        prog=f"{PROG} render",
+        description=(
+            "Print every object the operator would create for an MPIJob, in creation order, "
+            "as a YAML stream. Nothing is sent to a cluster. An invalid job prints one "
+            "'<field path>: <message>' line per problem on stderr and exits 2."
+        ),
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        metavar="JOB.yaml",
+        help="the MPIJob manifest (YAML or JSON); '-' reads standard input",
+    )
+    parser.add_argument(
+        "--gang-scheduling",
+        metavar="NAME",
+        default="",
+        help=(
+            "as the operator's flag: 'volcano', or the name of a scheduler running the "
+            "coscheduling plugin (e.g. scheduler-plugins-scheduler)"
+        ),
+    )
+    parser.add_argument(
+        "--priority-class",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help=(
+            "a PriorityClass of the cluster and its value, used to order the gang's "
+            "minResources; repeat for several classes"
+        ),
+    )
+    parser.add_argument(
+        "--cluster-domain",
+        metavar="DOMAIN",
+        default="",
+        help="as the operator's flag: appended to the workers' host names in the hostfile",
+    )
+    return parser
+
+
+def _render(argv: list[str]) -> int:
+    args = _render_parser().parse_args(argv)
+    facts = ClusterFacts(
+        cluster_domain=args.cluster_domain,
+        priority_classes=_priority_classes(args.priority_class),
+    )
+    gang = select_gang_scheduler(args.gang_scheduling or None)
+    source = "<stdin>" if args.filename == "-" else args.filename
+    document = _only_document(_read(args.filename, source), source)
+    try:
+        job = load_valid_mpijob(_in_default_namespace(document))
+    except InvalidMPIJobError as invalid:
+        for error in invalid.errors:
+            print(error, file=sys.stderr)
+        return USAGE_ERROR
+    # Everything is rendered before anything is written: an error leaves stdout empty.
+    sys.stdout.write(dump_objects(desired_objects(job, facts, gang)))
+    return 0
+
+
+def _priority_classes(values: Sequence[str]) -> dict[str, int]:
+    classes: dict[str, int] = {}
+    for raw in values:
+        name, equals, value = raw.partition("=")
+        if not equals or not name or not _INTEGER.match(value) or int(value) not in _INT32:
+            raise UsageError(
+                f"{PROG} render: --priority-class {raw!r}: expected NAME=VALUE with a 32-bit "
+                "integer VALUE, e.g. high=1000"
+            )
+        if name in classes:
+            raise UsageError(f"{PROG} render: --priority-class {name!r} is given more than once")
+        classes[name] = int(value)
+    return classes
+
+
+def _read(filename: str, source: str) -> str:
+    try:
+        if filename == "-":
+            return sys.stdin.read()
+        return Path(filename).read_text(encoding="utf-8")
+    except OSError as error:
+        raise UsageError(
+            f"{PROG} render: cannot read {source}: {error.strerror or error}"
+        ) from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{PROG} render: cannot read {source}: not UTF-8 text") from None
+
+
+class _ManifestLoader(yaml.SafeLoader):
+    """YAML read as kubectl reads it: an unquoted date stays the string it looks like."""
+
+
+_ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _only_document(text: str, source: str) -> Any:
+    try:
+        documents = [doc for doc in yaml.load_all(text, Loader=_ManifestLoader) if doc is not None]
+    except yaml.YAMLError as error:
+        raise UsageError(f"{PROG} render: {source}: {_yaml_problem(error)}") from None
+    if not documents:
+        raise UsageError(f"{PROG} render: {source}: no MPIJob in the input")
+    if len(documents) > 1:
+        raise UsageError(
+            f"{PROG} render: {source}: expected one MPIJob, found {len(documents)} YAML documents"
+        )
+    return documents[0]
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        return f"not valid YAML: {error.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return "not valid YAML: " + " ".join(str(error).split())
+
+
+def _in_default_namespace(document: Any) -> Any:
+    """The job as the API server would store it when created without a namespace."""
+    if isinstance(document, dict):
+        metadata = document.get("metadata")
+        if isinstance(metadata, dict) and not metadata.get("namespace"):
+            return {**document, "metadata": {**metadata, "namespace": "default"}}
+    return document
+
+
+# -- output ----------------------------------------------------------------------------------
+
+
+class _ManifestDumper(yaml.SafeDumper):
+    """Objects as a person reads them: builder key order, multi-line text as blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        # Builders share sub-objects (owner references, labels); YAML anchors would leak that.
+        return True
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_ManifestDumper.add_representer(str, _represent_text)
+
+
+def dump_objects(objects: Sequence[Mapping[str, Any]]) -> str:
+    """A YAML stream, one ``---`` document per object, in the given order."""
+    return yaml.dump_all(
+        [dict(obj) for obj in objects],
+        Dumper=_ManifestDumper,
+        explicit_start=True,
+        sort_keys=False,
+        default_flow_style=False,
+        width=1 << 16,
+    )
+
+
+COMMANDS: Final[dict[str, Callable[[list[str]], int]]] = {"render": _render}

@@ -1,0 +1,294 @@
+"""The ``mpi-operator`` command: ``render`` on every example, and every way input can be wrong."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mpi_operator import __version__
+from mpi_operator.cli import dump_objects, main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
+PI = ROOT / "examples" / "pi" / "pi.yaml"
+GANG_SCHEDULERS = {
+    None: None,
+    "volcano": "scheduling.volcano.sh",
+    "scheduler-plugins-scheduler": "scheduling.x-k8s.io",
+}
+
+
+def render(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[dict[str, Any]], str]:
+    code = main(["render", *argv])
+    out, err = capsys.readouterr()
+    return code, [doc for doc in yaml.safe_load_all(out) if doc is not None], err
+
+
+def pi_with(text: str, old: str, new: str) -> str:
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+def pi_job() -> dict[str, Any]:
+    job: dict[str, Any] = yaml.safe_load(PI.read_text())
+    return job
+
+
+def role(job: dict[str, Any], replica_type: str) -> dict[str, Any]:
+    spec: dict[str, Any] = job["spec"]["mpiReplicaSpecs"][replica_type]
+    return spec
+
+
+def render_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The one line a refused ``render`` prints on stderr, with nothing on stdout."""
+    assert main(["render", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    return err
+
+
+@pytest.fixture
+def stdin(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def feed(text: str) -> None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+
+    return feed
+
+
+@pytest.mark.parametrize("gang", list(GANG_SCHEDULERS), ids=lambda g: g or "no-gang")
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_example_renders(
+    capsys: pytest.CaptureFixture[str], example: Path, gang: str | None
+) -> None:
+    job = yaml.safe_load(example.read_text())
+    name, workers = job["metadata"]["name"], job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+    gang_args = ["--gang-scheduling", gang] if gang else []
+
+    code, objects, err = render(capsys, "-f", str(example), *gang_args)
+
+    assert (code, err) == (0, "")
+    pod_group = ["PodGroup"] if gang else []
+    kinds = ["Service", "ConfigMap", "Secret", *pod_group, *["Pod"] * workers, "Job"]
+    assert [obj["kind"] for obj in objects] == kinds
+    assert {obj["metadata"]["namespace"] for obj in objects} == {"default"}
+    pods = [obj for obj in objects if obj["kind"] == "Pod"]
+    assert [pod["metadata"]["name"] for pod in pods] == [
+        f"{name}-worker-{index}" for index in range(workers)
+    ]
+    if gang:
+        [group] = [obj for obj in objects if obj["kind"] == "PodGroup"]
+        assert group["apiVersion"].split("/")[0] == GANG_SCHEDULERS[gang]
+        assert {pod["spec"].get("schedulerName") for pod in pods} == {gang}
+
+
+def test_output_keeps_key_order_and_writes_multi_line_strings_as_blocks() -> None:
+    text = dump_objects([{"kind": "ConfigMap", "data": {"hostfile": "a\nb\n"}}, {"z": 1, "a": 2}])
+    assert text == "---\nkind: ConfigMap\ndata:\n  hostfile: |\n    a\n    b\n---\nz: 1\na: 2\n"
+
+
+def test_render_reads_stdin(capsys: pytest.CaptureFixture[str], stdin: Any) -> None:
+    stdin(PI.read_text())
+    code, objects, err = render(capsys, "-f", "-")
+    assert (code, err) == (0, "")
+    assert objects[0]["metadata"]["name"] == "pi"
+
+
+def test_render_keeps_the_jobs_namespace(capsys: pytest.CaptureFixture[str], stdin: Any) -> None:
+    job = pi_job()
+    job["metadata"]["namespace"] = "research"
+    stdin(yaml.safe_dump(job))
+    code, objects, _ = render(capsys, "-f", "-")
+    assert code == 0
+    assert {obj["metadata"]["namespace"] for obj in objects} == {"research"}
+
+
+def test_priority_classes_reach_the_gang(capsys: pytest.CaptureFixture[str], stdin: Any) -> None:
+    job = pi_job()
+    role(job, "Worker")["template"]["spec"]["priorityClassName"] = "high"
+    stdin(yaml.safe_dump(job))
+    code, objects, err = render(
+        capsys,
+        "-f",
+        "-",
+        "--gang-scheduling",
+        "volcano",
+        "--priority-class",
+        "high=1000",
+        "--priority-class",
+        "low=-5",
+        "--cluster-domain",
+        "cluster.example",
+    )
+    assert (code, err) == (0, "")
+    assert "PodGroup" in [obj["kind"] for obj in objects]
+
+
+def test_an_invalid_job_prints_only_its_problem(
+    capsys: pytest.CaptureFixture[str], stdin: Any
+) -> None:
+    job = pi_job()
+    role(job, "Launcher")["replicas"] = 2
+    stdin(yaml.safe_dump(job))
+    assert render_error(capsys, "-f", "-") == "spec.mpiReplicaSpecs[Launcher].replicas: must be 1\n"
+
+
+def test_every_problem_gets_its_own_line(capsys: pytest.CaptureFixture[str], stdin: Any) -> None:
+    job = pi_job()
+    role(job, "Launcher")["replicas"] = 2
+    role(job, "Worker")["replicas"] = 0
+    job["spec"]["runPolicy"]["cleanPodPolicy"] = "Sometimes"
+    stdin(yaml.safe_dump(job))
+    assert render_error(capsys, "-f", "-").splitlines() == [
+        "spec.mpiReplicaSpecs[Launcher].replicas: must be 1",
+        "spec.mpiReplicaSpecs[Worker].replicas: must be greater than or equal to 1",
+        'spec.runPolicy.cleanPodPolicy: unsupported value "Sometimes": must be one of '
+        '"All", "None", "Running"',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "spec: [unclosed\n",
+            "mpi-operator render: <stdin>: not valid YAML: ",
+            id="bad YAML",
+        ),
+        pytest.param(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+            "expected apiVersion kubeflow.org/v2beta1 and kind MPIJob, "
+            "got apiVersion 'v1' and kind 'Pod'",
+            id="wrong kind",
+        ),
+        pytest.param(
+            "apiVersion: kubeflow.org/v1\nkind: MPIJob\n",
+            "expected apiVersion kubeflow.org/v2beta1 and kind MPIJob, "
+            "got apiVersion 'kubeflow.org/v1' and kind 'MPIJob'",
+            id="wrong apiVersion",
+        ),
+        pytest.param(
+            PI.read_text() + "---\n" + PI.read_text(),
+            "mpi-operator render: <stdin>: expected one MPIJob, found 2 YAML documents",
+            id="two documents",
+        ),
+        pytest.param("", "mpi-operator render: <stdin>: no MPIJob in the input", id="empty"),
+        pytest.param("- a\n- b\n", "an MPIJob must be a YAML or JSON object", id="a list"),
+        pytest.param(
+            pi_with(PI.read_text(), "slotsPerWorker: 1", "slotsPerWorker: one"),
+            "spec.slotsPerWorker: must be an integer",
+            id="wrong type",
+        ),
+    ],
+)
+def test_unusable_input_is_one_line(
+    capsys: pytest.CaptureFixture[str], stdin: Any, text: str, expected: str
+) -> None:
+    stdin(text)
+    err = render_error(capsys, "-f", "-")
+    assert len(err.splitlines()) == 1
+    assert err.startswith(expected)
+
+
+def test_an_unquoted_date_stays_a_string(capsys: pytest.CaptureFixture[str], stdin: Any) -> None:
+    # kubectl sends `2024-01-01` as a string; a YAML timestamp would fail the label check.
+    worker_template = (
+        "      template:\n        spec:\n          containers:\n            - name: mpi-worker"
+    )
+    dated = worker_template.replace(
+        "      template:\n",
+        "      template:\n        metadata:\n          labels:\n            since: 2024-01-01\n",
+    )
+    stdin(pi_with(PI.read_text(), worker_template, dated))
+    code, objects, err = render(capsys, "-f", "-")
+    assert (code, err) == (0, "")
+    worker = next(obj for obj in objects if obj["kind"] == "Pod")
+    assert worker["metadata"]["labels"]["since"] == "2024-01-01"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        pytest.param(
+            ["-f", "missing.yaml"],
+            "mpi-operator render: cannot read missing.yaml: No such file or directory",
+            id="missing file",
+        ),
+        pytest.param(
+            ["-f", str(ROOT / "examples")],
+            f"mpi-operator render: cannot read {ROOT / 'examples'}: Is a directory",
+            id="a directory",
+        ),
+        pytest.param(
+            ["-f", str(PI), "--priority-class", "high=1", "--priority-class", "high=2"],
+            "mpi-operator render: --priority-class 'high' is given more than once",
+            id="priority class twice",
+        ),
+        pytest.param(
+            [],
+            "mpi-operator render: the following arguments are required: -f/--filename",
+            id="no file",
+        ),
+        pytest.param(
+            ["-f", str(PI), "--replicas", "3"],
+            "mpi-operator render: unrecognized arguments: --replicas 3",
+            id="unknown flag",
+        ),
+    ],
+)
+def test_bad_command_lines_are_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    err = render_error(capsys, *argv)
+    assert len(err.splitlines()) == 1
+    assert err.startswith(expected)
+
+
+@pytest.mark.parametrize(
+    "value", ["high", "high=a lot", "=5"], ids=["without value", "not a number", "without name"]
+)
+def test_a_priority_class_must_be_name_equals_value(
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    err = render_error(capsys, "-f", str(PI), "--priority-class", value)
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"mpi-operator render: --priority-class '{value}': expected NAME=VALUE")
+
+
+@pytest.mark.parametrize("flag", ["--version", "-version"])
+def test_version(capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    assert main([flag]) == 0
+    assert capsys.readouterr().out == f"mpi-operator {__version__}\n"
+
+
+def test_an_unknown_command_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rendr", "-f", str(PI)]) == 2
+    assert capsys.readouterr().err.startswith("mpi-operator: unknown command 'rendr'")
+
+
+def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "render" in capsys.readouterr().out
+    assert main(["render", "--help"]) == 0
+    assert "--gang-scheduling" in capsys.readouterr().out
+
+
+def test_the_installed_console_script() -> None:
+    script = Path(sys.executable).parent / "mpi-operator"
+    assert script.exists(), "install the project first: make venv"
+    result = subprocess.run(
+        [str(script), "render", "-f", str(PI), "--gang-scheduling", "volcano"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith("---\n")
+    kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout)]
+    assert kinds == ["Service", "ConfigMap", "Secret", "PodGroup", "Pod", "Pod", "Job"]
