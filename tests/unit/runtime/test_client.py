@@ -1,0 +1,507 @@
+"""The raw-JSON client over the official client's transport, against a local stdlib HTTP
+server that plays a scripted API server (this checks our request building, error mapping,
+pagination and watch streaming; behaviour of a real kube-apiserver is for the e2e suite)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+from kubernetes import client as k8s_client
+from prometheus_client import REGISTRY
+
+from mpi_operator.runtime.client import (
+    JOBS,
+    NAMESPACES,
+    PODS,
+    PRIORITY_CLASSES,
+    ApiError,
+    Client,
+    Resource,
+    is_already_exists,
+    is_conflict,
+    is_forbidden,
+    is_gone,
+    is_not_found,
+    is_unauthorized,
+)
+from mpi_operator.runtime.clock import FakeClock
+from mpi_operator.runtime.informer import Informer
+from mpi_operator.runtime.leader import LeaderElectionConfig, LeaderElector, LeaseClient
+
+MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", True, "MPIJob")
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None
+    chunks: list[bytes] | None = None  # a streamed (chunked) reply, e.g. a watch
+    hold: threading.Event | None = None  # keep the stream open until set
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    query: list[tuple[str, str]]
+    headers: dict[str, list[str]]
+    body: Any
+
+
+@dataclass
+class FakeApiServer:
+    replies: deque[Reply] = field(default_factory=deque)
+    seen: list[Seen] = field(default_factory=list)
+
+
+def _handler(state: FakeApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            url = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            headers: dict[str, list[str]] = {}
+            for key in set(self.headers.keys()):
+                headers[key.lower()] = self.headers.get_all(key) or []
+            state.seen.append(
+                Seen(self.command, url.path, parse_qsl(url.query), headers,
+                     json.loads(raw) if raw else None)
+            )  # fmt: skip
+            reply = state.replies.popleft() if state.replies else Reply(404, {"kind": "x"})
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            if reply.chunks is not None:
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for chunk in reply.chunks:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                if reply.hold is not None:
+                    reply.hold.wait(10)
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            data = b"" if reply.body is None else json.dumps(reply.body).encode()
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._serve()
+
+        def do_POST(self) -> None:
+            self._serve()
+
+        def do_PUT(self) -> None:
+            self._serve()
+
+        def do_PATCH(self) -> None:
+            self._serve()
+
+        def do_DELETE(self) -> None:
+            self._serve()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    return Handler
+
+
+@pytest.fixture
+def api() -> Iterator[tuple[FakeApiServer, Client]]:
+    state = FakeApiServer()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    configuration = k8s_client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
+    configuration.api_key["BearerToken"] = "Bearer secret-token"
+    client = Client(configuration, user_agent="test-agent", qps=0)
+    yield state, client
+    client.close()
+    server.shutdown()
+    server.server_close()
+
+
+def requests(verb: str, resource: str, code: str) -> float:
+    labels = {"verb": verb, "resource": resource, "code": code}
+    return REGISTRY.get_sample_value("mpi_operator_api_requests_total", labels) or 0.0
+
+
+def page(*names: str, resource_version: str, continue_token: str = "") -> Reply:
+    """One page of a list reply, with an item of each name."""
+    metadata = {"resourceVersion": resource_version}
+    if continue_token:
+        metadata["continue"] = continue_token
+    return Reply(
+        body={"items": [{"metadata": {"name": name}} for name in names], "metadata": metadata}
+    )
+
+
+def status(code: int, reason: str) -> dict[str, Any]:
+    return {"kind": "Status", "status": "Failure", "code": code, "reason": reason,
+            "message": f"{reason} message"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("resource", "namespace", "name", "sub", "path"),
+    [
+        (PODS, "ns", "p", "", "/api/v1/namespaces/ns/pods/p"),
+        (PODS, None, None, "", "/api/v1/pods"),
+        (JOBS, "ns", None, "", "/apis/batch/v1/namespaces/ns/jobs"),
+        (
+            MPIJOBS,
+            "ns",
+            "pi",
+            "status",
+            "/apis/kubeflow.org/v2beta1/namespaces/ns/mpijobs/pi/status",
+        ),
+        (PRIORITY_CLASSES, "x", "high", "", "/apis/scheduling.k8s.io/v1/priorityclasses/high"),
+    ],
+)
+def test_resource_paths(
+    resource: Resource, namespace: str | None, name: str | None, sub: str, path: str
+) -> None:
+    assert resource.path(namespace, name, sub) == path
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (ApiError(404, "NotFound", ""), {"not_found"}),
+        (ApiError(409, "AlreadyExists", ""), {"already_exists"}),
+        (ApiError(409, "Conflict", ""), {"conflict"}),
+        (ApiError(410, "Expired", ""), {"gone"}),
+        (ApiError(403, "Forbidden", ""), {"forbidden"}),
+        (ApiError(401, "Unauthorized", ""), {"unauthorized"}),
+        (ApiError(0, "ConnectionRefused", ""), set()),
+        (RuntimeError("not an API error"), set()),
+    ],
+)
+def test_error_predicates(error: BaseException, expected: set[str]) -> None:
+    predicates = {
+        "not_found": is_not_found,
+        "already_exists": is_already_exists,
+        "conflict": is_conflict,
+        "gone": is_gone,
+        "forbidden": is_forbidden,
+        "unauthorized": is_unauthorized,
+    }
+    assert {name for name, check in predicates.items() if check(error)} == expected
+
+
+def test_get_keeps_unknown_fields_and_sends_auth_and_agent(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"someFutureField": {"x": 1}}}
+    server.replies.append(Reply(body=pod))
+    before = requests("get", "pods", "200")
+    assert client.get(PODS, "p", "ns") == pod
+    seen = server.seen[0]
+    assert (seen.method, seen.path) == ("GET", "/api/v1/namespaces/ns/pods/p")
+    assert seen.headers["user-agent"] == ["test-agent"]
+    assert seen.headers["authorization"] == ["Bearer secret-token"]
+    assert "impersonate-user" not in seen.headers
+    assert requests("get", "pods", "200") == before + 1
+
+
+def test_impersonation_sends_one_header_per_group(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    sa = client.with_options(
+        impersonate_user="system:serviceaccount:mpi-operator:mpi-operator",
+        impersonate_groups=["system:serviceaccounts", "system:serviceaccounts:mpi-operator"],
+    )
+    server.replies.append(page(resource_version="1"))
+    sa.list(PODS, "ns")
+    headers = server.seen[0].headers
+    assert headers["impersonate-user"] == ["system:serviceaccount:mpi-operator:mpi-operator"]
+    assert headers["impersonate-group"] == [
+        "system:serviceaccounts",
+        "system:serviceaccounts:mpi-operator",
+    ]
+    sa.close()
+
+
+def test_list_pages_and_fills_in_kind(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    server.replies.append(page("a", resource_version="5", continue_token="tok"))
+    server.replies.append(page("b", resource_version="5"))
+    result = client.list(JOBS, "ns", label_selector="app in (a,b)", field_selector="x=y")
+    assert [item["metadata"]["name"] for item in result.items] == ["a", "b"]
+    assert all(item["apiVersion"] == "batch/v1" and item["kind"] == "Job" for item in result.items)
+    assert result.resource_version == "5"
+    first, second = (dict(s.query) for s in server.seen)
+    assert first == {"labelSelector": "app in (a,b)", "fieldSelector": "x=y", "limit": "500"}
+    assert second == {**first, "continue": "tok"}
+
+
+def test_list_falls_back_to_one_request_when_the_token_expires(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    server.replies.append(page("a", resource_version="5", continue_token="tok"))
+    server.replies.append(Reply(410, status(410, "Expired")))
+    server.replies.append(page("a", "b", resource_version="9"))
+    result = client.list(PODS)
+    assert [item["metadata"]["name"] for item in result.items] == ["a", "b"]
+    assert result.resource_version == "9"
+    assert server.seen[0].path == "/api/v1/pods"
+    assert "limit" not in dict(server.seen[2].query)
+
+
+def test_writes_and_their_bodies(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+           "metadata": {"name": "pi", "namespace": "ns", "resourceVersion": "3"},
+           "status": {"conditions": []}}  # fmt: skip
+    for _ in range(7):
+        server.replies.append(Reply(body=job))
+    before = requests("update", "mpijobs/status", "200")
+    client.create(MPIJOBS, job)
+    client.update(MPIJOBS, job, field_manager="mpi-operator")
+    client.update_status(MPIJOBS, job)
+    client.patch(MPIJOBS, "pi", {"metadata": {"labels": {"a": "b"}}}, "ns")
+    client.patch(PODS, "p", [{"op": "remove", "path": "/x"}], "ns", patch_type="json")
+    client.patch(PODS, "p", {"metadata": {}}, "ns", patch_type="strategic")
+    client.delete(PODS, "p", "ns", propagation_policy="Background", preconditions={"uid": "u"})
+    got = [(s.method, s.path, s.headers.get("content-type")) for s in server.seen]
+    base = "/apis/kubeflow.org/v2beta1/namespaces/ns/mpijobs"
+    assert got == [
+        ("POST", base, ["application/json"]),
+        ("PUT", f"{base}/pi", ["application/json"]),
+        ("PUT", f"{base}/pi/status", ["application/json"]),
+        ("PATCH", f"{base}/pi", ["application/merge-patch+json"]),
+        ("PATCH", "/api/v1/namespaces/ns/pods/p", ["application/json-patch+json"]),
+        ("PATCH", "/api/v1/namespaces/ns/pods/p", ["application/strategic-merge-patch+json"]),
+        ("DELETE", "/api/v1/namespaces/ns/pods/p", ["application/json"]),
+    ]
+    assert server.seen[0].body == job
+    assert dict(server.seen[1].query) == {"fieldManager": "mpi-operator"}
+    assert server.seen[4].body == [{"op": "remove", "path": "/x"}]
+    assert server.seen[6].body == {"apiVersion": "v1", "kind": "DeleteOptions",
+                                   "propagationPolicy": "Background",
+                                   "preconditions": {"uid": "u"}}  # fmt: skip
+    assert requests("update", "mpijobs/status", "200") == before + 1
+
+
+def test_patch_argument_checks(api: tuple[FakeApiServer, Client]) -> None:
+    _, client = api
+    with pytest.raises(TypeError):
+        client.patch(PODS, "p", {"not": "a list"}, "ns", patch_type="json")
+    with pytest.raises(TypeError):
+        client.patch(PODS, "p", [{"op": "add"}], "ns", patch_type="merge")
+    with pytest.raises(ValueError):
+        client.patch(PODS, "p", {}, "ns", patch_type="apply")
+    with pytest.raises(ValueError):
+        client.get(PODS, "p")  # namespaced kind without a namespace
+
+
+@pytest.mark.parametrize(
+    ("reply", "status_code", "reason", "check"),
+    [
+        (Reply(409, status(409, "AlreadyExists")), 409, "AlreadyExists", is_already_exists),
+        (Reply(409, status(409, "Conflict")), 409, "Conflict", is_conflict),
+        (Reply(404, status(404, "NotFound")), 404, "NotFound", is_not_found),
+        (Reply(403, status(403, "Forbidden")), 403, "Forbidden", is_forbidden),
+        (Reply(500, ["not", "a", "status"]), 500, "InternalError", None),
+    ],
+)
+def test_errors_become_api_errors(
+    api: tuple[FakeApiServer, Client], reply: Reply, status_code: int, reason: str, check: Any
+) -> None:
+    server, client = api
+    server.replies.append(reply)
+    before = requests("create", "pods", str(status_code))
+    with pytest.raises(ApiError) as caught:
+        client.create(PODS, {"metadata": {"name": "p", "namespace": "ns"}})
+    assert (caught.value.status, caught.value.reason) == (status_code, reason)
+    if check is not None:
+        assert check(caught.value)
+        assert caught.value.message == f"{reason} message"
+    assert requests("create", "pods", str(status_code)) == before + 1
+
+
+def test_no_server_is_status_zero_and_counted() -> None:
+    configuration = k8s_client.Configuration(host="http://127.0.0.1:1")
+    configuration.retries = False
+    client = Client(configuration, qps=0)
+    before = requests("get", "pods", "<error>")
+    with pytest.raises(ApiError) as caught:
+        client.get(PODS, "p", "ns")
+    assert caught.value.status == 0
+    assert requests("get", "pods", "<error>") == before + 1
+    client.close()
+
+
+def test_client_side_throttling_uses_the_token_bucket(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    clock = FakeClock(monotonic=0.0, auto_advance=True)
+    slow = Client(client.configuration, qps=2, burst=1, clock=clock)
+    for _ in range(3):
+        server.replies.append(Reply(body={}))
+        slow.get(PODS, "p", "ns")
+    assert clock.monotonic() == pytest.approx(1.0)  # burst 1, then 0.5 s per request
+    slow.close()
+
+
+def event_line(kind: str, name: str, rv: str) -> bytes:
+    obj = {"kind": "Pod", "metadata": {"name": name, "resourceVersion": rv}}
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+def test_watch_parses_events_across_chunk_boundaries(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    one, two, three = (
+        event_line("ADDED", "a", "1"),
+        event_line("MODIFIED", "a", "2"),
+        event_line("BOOKMARK", "", "3"),
+    )
+    server.replies.append(Reply(chunks=[one[:10], one[10:] + two, three]))
+    stream = client.watch(PODS, "ns", resource_version="0", timeout_seconds=300,
+                          label_selector="app=x")  # fmt: skip
+    events = [(kind, obj["metadata"]["resourceVersion"]) for kind, obj in stream]
+    assert events == [("ADDED", "1"), ("MODIFIED", "2"), ("BOOKMARK", "3")]
+    assert dict(server.seen[0].query) == {
+        "watch": "true",
+        "resourceVersion": "0",
+        "timeoutSeconds": "300",
+        "allowWatchBookmarks": "true",
+        "labelSelector": "app=x",
+    }
+
+
+def test_watch_close_from_another_thread_ends_a_blocked_read(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    hold = threading.Event()
+    server.replies.append(Reply(chunks=[event_line("ADDED", "a", "1")], hold=hold))
+    stream = client.watch(PODS, timeout_seconds=300)
+    received: list[str] = []
+    first = threading.Event()
+    finished = threading.Event()
+
+    def read() -> None:
+        for kind, _ in stream:
+            received.append(kind)
+            first.set()
+        finished.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        # The reader has the first event and then blocks on the socket: the server holds.
+        assert first.wait(5)
+        stream.close()
+        assert finished.wait(5), "close() did not interrupt the blocked read"
+        assert received == ["ADDED"]
+        assert stream.closed
+    finally:
+        hold.set()
+        reader.join(5)
+
+
+def test_watch_http_error_raises(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    server.replies.append(Reply(410, status(410, "Expired")))
+    with pytest.raises(ApiError) as caught:
+        client.watch(PODS, resource_version="1")
+    assert is_gone(caught.value)
+
+
+def test_kubeconfig_file_points_the_client_anywhere(
+    api: tuple[FakeApiServer, Client], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, client = api
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": client.host}}],
+                "users": [{"name": "u", "user": {"token": "from-kubeconfig"}}],
+                "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "ctx",
+            }
+        )
+    )
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    explicit = Client.from_kubeconfig(str(kubeconfig), qps=0)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    from_env = Client.from_kubeconfig(qps=0, user_agent="env-agent")
+    for each in (explicit, from_env):
+        server.replies.append(Reply(body={"kind": "Namespace"}))
+        each.get(NAMESPACES, "default")
+        each.close()
+    assert [s.headers["authorization"] for s in server.seen] == [["Bearer from-kubeconfig"]] * 2
+    assert server.seen[1].headers["user-agent"] == ["env-agent"]
+    assert server.seen[0].path == "/api/v1/namespaces/default"
+
+
+def test_informer_over_http_lists_watches_and_stops_promptly(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    hold = threading.Event()
+    server.replies.append(
+        Reply(body={"items": [{"metadata": {"name": "a", "namespace": "ns",
+                                            "resourceVersion": "5", "managedFields": [{}]}}],
+                    "metadata": {"resourceVersion": "5"}})
+    )  # fmt: skip
+    modified = {"type": "MODIFIED", "object": {"kind": "Pod", "metadata": {
+        "name": "a", "namespace": "ns", "resourceVersion": "6"}}}  # fmt: skip
+    server.replies.append(Reply(chunks=[json.dumps(modified).encode() + b"\n"], hold=hold))
+    informer = Informer.for_resource(client, PODS, namespace="ns", label_selector="app=x")
+    updated = threading.Event()
+    informer.add_event_handler(on_update=lambda old, new: updated.set())
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        assert updated.wait(5)
+        cached = informer.store.get("ns/a")
+        assert cached is not None
+        assert cached["metadata"]["resourceVersion"] == "6"
+        assert cached["kind"] == "Pod"
+        assert informer.stop(timeout=5), "stop() waited for the server to end the watch"
+    finally:
+        hold.set()
+    list_query, watch_query = (dict(s.query) for s in server.seen)
+    assert list_query == {"labelSelector": "app=x", "limit": "500"}
+    assert watch_query["resourceVersion"] == "5"
+    assert watch_query["allowWatchBookmarks"] == "true"
+    assert 300 <= int(watch_query["timeoutSeconds"]) <= 600
+    assert server.seen[1].path == "/api/v1/namespaces/ns/pods"
+
+
+def test_leader_election_over_http_creates_the_lease(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    server.replies.append(Reply(404, status(404, "NotFound")))
+    server.replies.append(Reply(201, {"kind": "Lease", "metadata": {"name": "lock",
+                                      "namespace": "ops", "resourceVersion": "1"},
+                                      "spec": {"holderIdentity": "me"}}))  # fmt: skip
+    lease_client: LeaseClient = client
+    elector = LeaderElector(
+        LeaderElectionConfig(name="lock", namespace="ops", identity="me"),
+        lease_client,
+        on_started_leading=lambda stopped: None,
+        clock=FakeClock(),
+    )
+    assert elector.try_acquire_or_renew()
+    assert [(s.method, s.path) for s in server.seen] == [
+        ("GET", "/apis/coordination.k8s.io/v1/namespaces/ops/leases/lock"),
+        ("POST", "/apis/coordination.k8s.io/v1/namespaces/ops/leases"),
+    ]
+    body = server.seen[1].body
+    assert body["spec"]["holderIdentity"] == "me"
+    assert body["spec"]["leaseDurationSeconds"] == 15
