@@ -1,0 +1,70 @@
+"""Job conditions with kubeflow/mpi-operator's exact update semantics.
+
+Users and tools (Kueue, dashboards) read condition order and timestamps, so these rules
+follow upstream precisely: same status and reason is a no-op, a changed condition moves to
+the end of the list, and a terminal condition turns Running (and a previous Failed) False.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpi_operator.api import constants as c
+
+Condition = dict[str, Any]
+
+
+def find_condition(conditions: list[Condition], condition_type: str) -> Condition | None:
+    return next((cond for cond in conditions if cond.get("type") == condition_type), None)
+
+
+def is_true(conditions: list[Condition], condition_type: str) -> bool:
+    cond = find_condition(conditions, condition_type)
+    return cond is not None and cond.get("status") == "True"
+
+
+def is_finished(conditions: list[Condition]) -> bool:
+    return is_true(conditions, c.CONDITION_SUCCEEDED) or is_true(conditions, c.CONDITION_FAILED)
+
+
+def set_condition(
+    conditions: list[Condition],
+    condition_type: str,
+    status: str,
+    reason: str,
+    message: str,
+    now: str,
+) -> bool:
+    """Set a condition in place; returns False when nothing changed."""
+    current = find_condition(conditions, condition_type)
+    if current is not None and current.get("status") == status and current.get("reason") == reason:
+        return False
+    transition = now
+    if current is not None and current.get("status") == status:
+        transition = current.get("lastTransitionTime", now)
+    kept = [_filtered(cond, condition_type) for cond in conditions]
+    conditions[:] = [cond for cond in kept if cond is not None]
+    conditions.append(
+        {
+            "type": condition_type,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastUpdateTime": now,
+            "lastTransitionTime": transition,
+        }
+    )
+    return True
+
+
+def _filtered(cond: Condition, new_type: str) -> Condition | None:
+    """What an existing condition becomes when ``new_type`` is set (None: removed)."""
+    old_type = cond.get("type")
+    if old_type == new_type:
+        return None
+    if {old_type, new_type} == {c.CONDITION_RUNNING, c.CONDITION_RESTARTING}:
+        return None
+    terminal = new_type in (c.CONDITION_FAILED, c.CONDITION_SUCCEEDED)
+    if terminal and old_type in (c.CONDITION_RUNNING, c.CONDITION_FAILED):
+        return {**cond, "status": "False"}
+    return cond

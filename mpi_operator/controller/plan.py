@@ -1,0 +1,439 @@
+"""One sync of one MPIJob, as a plan: the ordered API writes, events and new status.
+
+Planning is pure: it reads a cache view and returns what to do, so tests compare the exact
+list of writes per sync (as kubeflow/mpi-operator's tests do) without any API server.
+``execute.py`` performs a plan and stops at the first failed write, like upstream's sync.
+
+The order and rules follow upstream's syncHandler (Service, ConfigMap, Secret, PodGroup,
+workers, launcher, status), with the fixes listed in docs/differences.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol
+
+from gang import GangScheduler
+from mpi_operator.api import constants as c
+from mpi_operator.api.defaults import with_defaults
+from mpi_operator.api.errors import FieldError, InvalidMPIJobError
+from mpi_operator.api.meta import is_controlled_by
+from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.validation import parse_mpijob, validate
+from mpi_operator.controller.conditions import is_finished
+from mpi_operator.controller.status import (
+    NORMAL,
+    WARNING,
+    Event,
+    Observed,
+    compute_status,
+    current_status,
+    mark_created,
+    truncate,
+)
+from mpi_operator.desired import names
+from mpi_operator.desired.config import new_config_map
+from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.desired.launcher import (
+    launcher_pod_template,
+    new_launcher_job,
+    template_sets_restart_policy,
+)
+from mpi_operator.desired.service import new_service
+from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
+from mpi_operator.desired.workers import new_worker_pod
+
+Verb = Literal["create", "update", "update_status", "delete"]
+
+REASON_RESOURCE_EXISTS: Final = "ErrResourceExists"
+REASON_VALIDATION: Final = "ValidationError"
+REASON_RESTART_POLICY: Final = "SetPodTemplateRestartPolicy"
+RESTART_POLICY_MESSAGE: Final = (
+    "Restart policy in pod template overridden by restart policy in replica spec"
+)
+# Kinds named in ErrResourceExists messages, by resource (upstream prints an empty kind).
+_KINDS: Final = {
+    "services": "Service",
+    "configmaps": "ConfigMap",
+    "secrets": "Secret",
+    "pods": "Pod",
+    "jobs": "Job",
+    "podgroups": "PodGroup",
+}
+
+
+@dataclass(frozen=True)
+class Action:
+    """One API write. ``resource`` is the plural, with ``/status`` for the subresource."""
+
+    verb: Verb
+    resource: str
+    namespace: str
+    name: str
+    body: dict[str, Any] | None = None
+
+    def describe(self) -> str:
+        return f"{self.verb} {self.resource} {self.namespace}/{self.name}"
+
+
+@dataclass
+class Plan:
+    actions: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    # Set when the sync must stop and be retried with backoff (e.g. an object we do not own).
+    error: str | None = None
+    created: bool = False
+    succeeded: bool = False
+    failed: bool = False
+    launcher_name: str | None = None
+
+    def stop(self, message: str) -> Plan:
+        self.error = message
+        return self
+
+
+class ClusterView(Protocol):
+    """Read-only access to the operator's caches. Returned objects must not be mutated."""
+
+    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def worker_pods(self, job: MPIJob) -> Sequence[dict[str, Any]]: ...
+
+    def launcher_pods(self, launcher: dict[str, Any]) -> Sequence[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class SyncContext:
+    facts: ClusterFacts
+    gang: GangScheduler | None
+    now: str
+    new_key_pair: Callable[[], SSHKeyPair] = generate_ssh_key_pair
+
+
+def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -> Plan:
+    """What to do for a job whose cached object is ``obj`` (None: it is gone)."""
+    plan = Plan()
+    if obj is None:
+        return plan
+    try:
+        raw = parse_mpijob(obj)
+    except InvalidMPIJobError as error:
+        return _invalid(plan, error.errors)
+    spec = raw.spec
+    managed_by = spec.run_policy.managed_by if spec and spec.run_policy else None
+    if managed_by and managed_by != c.CONTROLLER_NAME:
+        return plan
+    if (raw.metadata or {}).get("deletionTimestamp"):
+        return plan
+    errors = validate(raw)
+    if errors:
+        return _invalid(plan, errors)
+    return _Sync(with_defaults(raw), view, ctx, plan).run()
+
+
+def _invalid(plan: Plan, errors: Sequence[FieldError]) -> Plan:
+    detail = truncate("Found validation errors: " + "; ".join(str(e) for e in errors))
+    plan.events.append(Event(WARNING, REASON_VALIDATION, detail))
+    return plan
+
+
+class _Sync:
+    def __init__(self, job: MPIJob, view: ClusterView, ctx: SyncContext, plan: Plan) -> None:
+        self.job, self.view, self.ctx, self.plan = job, view, ctx, plan
+        self.ns = job.namespace
+        assert job.spec is not None and job.spec.run_policy is not None
+        self.suspended = bool(job.spec.run_policy.suspend)
+        self.clean_pod_policy = job.spec.run_policy.clean_pod_policy or c.CLEAN_POD_POLICY_NONE
+        self.status = current_status(job)
+        self.original_status = copy.deepcopy(self.status)
+
+    def run(self) -> Plan:
+        created = mark_created(self.job, self.status, self.ctx.now)
+        if created:
+            self.plan.events.append(created)
+            self.plan.created = True
+        conditions = self.status.get("conditions") or []
+        if is_finished(conditions) and self.status.get("completionTime"):
+            return self._finished()
+        if not self.status.get("startTime") and not self.suspended:
+            self.status["startTime"] = self.ctx.now
+
+        launcher = self.view.get("jobs", self.ns, names.launcher_name(self.job))
+        if launcher is not None and not self._owned(launcher, "jobs"):
+            return self.plan
+        done = launcher is not None and _job_finished(launcher)
+        workers: list[dict[str, Any]] = []
+        if not done:
+            if not (self._ensure_service() and self._ensure_config_map() and self._ensure_secret()):
+                return self.plan
+            if not self.suspended:
+                if self.ctx.gang is not None and not self._ensure_pod_group(self.ctx.gang):
+                    return self.plan
+                ensured = self._ensure_workers()
+                if ensured is None:
+                    return self.plan
+                workers = ensured
+            if launcher is None and self._launcher_may_start(workers):
+                launcher = self._create_launcher()
+        if launcher is not None and not done:
+            self._sync_launcher_suspension(launcher, workers)
+        if self.suspended:
+            if not self._clean_up_workers(suspending=True):
+                return self.plan
+            workers = []
+        launcher_pods = self.view.launcher_pods(launcher) if launcher is not None else []
+        seen = Observed(launcher, launcher_pods, workers, self.suspended)
+        outcome = compute_status(self.job, self.status, seen, self.ctx.now)
+        self.plan.events.extend(outcome.events)
+        self.plan.succeeded, self.plan.failed = outcome.succeeded, outcome.failed
+        self.status = outcome.status
+        if launcher is not None:
+            self.plan.launcher_name = names.launcher_name(self.job)
+        self._write_status()
+        return self.plan
+
+    # -- finished jobs -----------------------------------------------------------------
+    def _finished(self) -> Plan:
+        cleans = self.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING)
+        if cleans and not self._clean_up_workers(suspending=False):
+            return self.plan
+        self._write_status()
+        return self.plan
+
+    def _clean_up_workers(self, *, suspending: bool) -> bool:
+        """Delete worker pods per cleanPodPolicy (suspension deletes them under None too)."""
+        for pod in self.view.worker_pods(self.job):
+            if not self._owned(pod, "pods"):
+                return False
+            phase = (pod.get("status") or {}).get("phase")
+            if self.clean_pod_policy == c.CLEAN_POD_POLICY_RUNNING and phase not in (
+                "Running",
+                "Pending",
+                None,
+            ):
+                continue
+            self._write("delete", "pods", pod["metadata"]["name"])
+        if self.ctx.gang is not None:
+            resource = self.ctx.gang.pod_group_resource.plural
+            pod_group = self.view.get(resource, self.ns, names.pod_group_name(self.job))
+            if pod_group is not None:
+                if not self._owned(pod_group, resource):
+                    return False
+                self._write("delete", resource, names.pod_group_name(self.job))
+        self.status.setdefault("replicaStatuses", {})[c.WORKER] = {}
+        return True
+
+    # -- children ----------------------------------------------------------------------
+    def _ensure_service(self) -> bool:
+        desired = new_service(self.job)
+        current = self.view.get("services", self.ns, names.service_name(self.job))
+        if current is None:
+            self._write("create", "services", desired["metadata"]["name"], desired)
+            return True
+        if not self._owned(current, "services"):
+            return False
+        current_spec, desired_spec = current.get("spec") or {}, desired["spec"]
+        if current_spec.get("selector") != desired_spec.get("selector") or bool(
+            current_spec.get("publishNotReadyAddresses")
+        ) != bool(desired_spec.get("publishNotReadyAddresses")):
+            updated = copy.deepcopy(current)
+            updated["spec"]["selector"] = desired_spec.get("selector")
+            updated["spec"]["publishNotReadyAddresses"] = desired_spec.get(
+                "publishNotReadyAddresses", False
+            )
+            self._write("update", "services", desired["metadata"]["name"], updated)
+        return True
+
+    def _ensure_config_map(self) -> bool:
+        running = sorted(
+            pod["metadata"]["name"]
+            for pod in self.view.worker_pods(self.job)
+            if (pod.get("status") or {}).get("phase") == "Running"
+        )
+        desired = new_config_map(self.job, self.ctx.facts, running)
+        name = desired["metadata"]["name"]
+        current = self.view.get("configmaps", self.ns, name)
+        if current is None:
+            self._write("create", "configmaps", name, desired)
+            return True
+        if not self._owned(current, "configmaps"):
+            return False
+        if (current.get("data") or {}) != desired["data"]:
+            updated = copy.deepcopy(current)
+            updated["data"] = desired["data"]
+            self._write("update", "configmaps", name, updated)
+        return True
+
+    def _ensure_secret(self) -> bool:
+        name = names.ssh_secret_name(self.job)
+        current = self.view.get("secrets", self.ns, name)
+        if current is not None and not self._owned(current, "secrets"):
+            return False
+        # A key pair is generated only when one is needed: upstream makes one every sync.
+        expected_keys = {"ssh-privatekey", "ssh-publickey"}
+        if current is not None and set(current.get("data") or {}) == expected_keys:
+            return True
+        desired = new_ssh_secret(self.job, self.ctx.new_key_pair())
+        if current is None:
+            self._write("create", "secrets", name, desired)
+        else:
+            updated = copy.deepcopy(current)
+            updated["data"] = desired["data"]
+            self._write("update", "secrets", name, updated)
+        return True
+
+    def _ensure_pod_group(self, gang: GangScheduler) -> bool:
+        resource = gang.pod_group_resource.plural
+        desired = gang.pod_group(self.job, self.ctx.facts)
+        name = names.pod_group_name(self.job)
+        current = self.view.get(resource, self.ns, name)
+        if current is None:
+            self._write("create", resource, name, desired)
+            return True
+        if not self._owned(current, resource):
+            return False
+        if gang.needs_update(current, desired):
+            self._write("update", resource, name, gang.updated_pod_group(current, desired))
+        return True
+
+    def _ensure_workers(self) -> list[dict[str, Any]] | None:
+        """Worker pods after creating missing ones and deleting surplus ones; None on conflict."""
+        replicas = self.job.replicas(c.WORKER)
+        existing = {pod["metadata"]["name"]: pod for pod in self.view.worker_pods(self.job)}
+        wanted = [names.worker_name(self.job, i) for i in range(replicas)]
+        for name, pod in sorted(existing.items()):
+            if name not in wanted:
+                if not self._owned(pod, "pods"):
+                    return None
+                self._write("delete", "pods", name)
+        workers: list[dict[str, Any]] = []
+        for index, name in enumerate(wanted):
+            found = existing.get(name) or self.view.get("pods", self.ns, name)
+            if found is None:
+                created = new_worker_pod(self.job, index, self.ctx.facts, self.ctx.gang)
+                self._write("create", "pods", name, created)
+                workers.append(created)
+                continue
+            if not self._owned(found, "pods"):
+                return None
+            workers.append(found)
+        return workers
+
+    # -- launcher ----------------------------------------------------------------------
+    def _launcher_may_start(self, workers: Sequence[dict[str, Any]]) -> bool:
+        assert self.job.spec is not None
+        if self.job.spec.launcher_creation_policy == c.LAUNCHER_CREATION_AT_STARTUP:
+            return True
+        # WaitForWorkersReady: a suspended job has no workers to wait for, which upstream
+        # takes as "all ready" and starts the launcher anyway (kubeflow/mpi-operator#615).
+        return not self.suspended and all(_pod_ready(pod) for pod in workers)
+
+    def _create_launcher(self) -> dict[str, Any]:
+        desired = new_launcher_job(self.job, self.ctx.facts, self.ctx.gang)
+        if template_sets_restart_policy(self.job):
+            self.plan.events.append(Event(WARNING, REASON_RESTART_POLICY, RESTART_POLICY_MESSAGE))
+        self._write("create", "jobs", desired["metadata"]["name"], desired)
+        return desired
+
+    def _sync_launcher_suspension(
+        self, launcher: dict[str, Any], workers: Sequence[dict[str, Any]]
+    ) -> None:
+        launcher_suspended = bool((launcher.get("spec") or {}).get("suspend"))
+        name = launcher["metadata"]["name"]
+        if self.suspended and not launcher_suspended:
+            updated = copy.deepcopy(launcher)
+            updated["spec"]["suspend"] = True
+            self._write("update", "jobs", name, updated)
+        elif not self.suspended and launcher_suspended and self._launcher_may_start(workers):
+            self._resume_launcher(launcher)
+
+    def _resume_launcher(self, launcher: dict[str, Any]) -> None:
+        name = launcher["metadata"]["name"]
+        updated = copy.deepcopy(launcher)
+        if (updated.get("status") or {}).get("startTime"):
+            # The Job's pod template is immutable while it has a start time.
+            cleared = copy.deepcopy(updated)
+            del cleared["status"]["startTime"]
+            self._write("update_status", "jobs/status", name, cleared)
+            del updated["status"]["startTime"]
+        template = launcher_pod_template(self.job, self.ctx.facts, self.ctx.gang)
+        current_template = updated["spec"].setdefault("template", {})
+        metadata = current_template.setdefault("metadata", {})
+        desired_metadata = template.get("metadata") or {}
+        for field_name in ("labels", "annotations"):
+            merged = dict(metadata.get(field_name) or {})
+            merged.update(desired_metadata.get(field_name) or {})
+            if merged:
+                metadata[field_name] = merged
+        pod_spec = current_template.setdefault("spec", {})
+        desired_spec = template.get("spec") or {}
+        for field_name in ("nodeSelector", "tolerations", "schedulingGates"):
+            if field_name in desired_spec:
+                pod_spec[field_name] = copy.deepcopy(desired_spec[field_name])
+            else:
+                pod_spec.pop(field_name, None)
+        updated["spec"]["suspend"] = False
+        if template_sets_restart_policy(self.job):
+            self.plan.events.append(Event(WARNING, REASON_RESTART_POLICY, RESTART_POLICY_MESSAGE))
+        self._write("update", "jobs", name, updated)
+
+    # -- helpers -----------------------------------------------------------------------
+    def _owned(self, obj: dict[str, Any], resource: str) -> bool:
+        if is_controlled_by(obj, self.job):
+            return True
+        name = (obj.get("metadata") or {}).get("name", "")
+        message = resource_exists_message(name, _KINDS.get(resource, resource))
+        self.plan.events.append(Event(WARNING, REASON_RESOURCE_EXISTS, message))
+        self.plan.stop(message)
+        return False
+
+    def _write(
+        self, verb: Verb, resource: str, name: str, body: dict[str, Any] | None = None
+    ) -> None:
+        self.plan.actions.append(Action(verb, resource, self.ns, name, body))
+
+    def _write_status(self) -> None:
+        if self.status == self.original_status:
+            return
+        body = {
+            "apiVersion": c.API_VERSION,
+            "kind": c.KIND,
+            "metadata": {
+                "name": self.job.name,
+                "namespace": self.ns,
+                "resourceVersion": self.job.metadata.get("resourceVersion"),
+            },
+            "status": self.status,
+        }
+        self._write("update_status", "mpijobs/status", self.job.name, body)
+
+
+def resource_exists_message(name: str, kind: str) -> str:
+    return f'Resource "{name}" of Kind "{kind}" already exists and is not managed by MPIJob'
+
+
+def _job_finished(job: dict[str, Any]) -> bool:
+    return any(
+        cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True"
+        for cond in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    return any(
+        cond.get("type") == "Ready" and cond.get("status") == "True"
+        for cond in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+__all__ = [
+    "NORMAL",
+    "Action",
+    "ClusterView",
+    "Plan",
+    "SyncContext",
+    "plan_sync",
+    "resource_exists_message",
+]

@@ -1,0 +1,321 @@
+"""One sync as a list of API writes, as kubeflow/mpi-operator's controller tests compare them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from gang import select_gang_scheduler
+from mpi_operator.controller.plan import Plan, SyncContext, plan_sync
+from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.desired.ssh import SSHKeyPair
+from mpi_operator.testing.view import MemoryView
+from mpi_operator.testing.wrappers import MPIJobWrapper
+
+NOW = "2026-01-01T00:00:00Z"
+LATER = "2026-01-01T00:05:00Z"
+KEY = SSHKeyPair(
+    private_key_pem="-----BEGIN EC PRIVATE KEY-----\nx\n-----END EC PRIVATE KEY-----\n",
+    public_key_openssh="ecdsa-sha2-nistp521 AAAA\n",
+)
+# What every fresh job gets first, whatever its workers and gang.
+CREATE_SHARED_OBJECTS = [
+    "create services test",
+    "create configmaps test-config",
+    "create secrets test-ssh",
+]
+
+
+def context(gang: str = "", now: str = NOW) -> SyncContext:
+    return SyncContext(
+        facts=ClusterFacts(),
+        gang=select_gang_scheduler(gang),
+        now=now,
+        new_key_pair=lambda: KEY,
+    )
+
+
+def writes(plan: Plan) -> list[str]:
+    return [f"{a.verb} {a.resource} {a.name}" for a in plan.actions]
+
+
+def worker_writes(verb: str, count: int) -> list[str]:
+    return [f"{verb} pods test-worker-{i}" for i in range(count)]
+
+
+def reasons(plan: Plan) -> list[str]:
+    return [event.reason for event in plan.events]
+
+
+def status_of(plan: Plan) -> dict[str, Any]:
+    [status_write] = [a for a in plan.actions if a.resource == "mpijobs/status"]
+    assert status_write.body is not None
+    return dict(status_write.body["status"])
+
+
+def conditions(status: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(c["type"], c["status"], c["reason"]) for c in status.get("conditions", [])]
+
+
+def converge(
+    obj: dict[str, Any], view: MemoryView, ctx: SyncContext, rounds: int = 3
+) -> dict[str, Any]:
+    """Sync until nothing is left to write, applying each plan; returns the job object."""
+    obj = copy.deepcopy(obj)
+    for _ in range(rounds):
+        plan = plan_sync(obj, view, ctx)
+        if not plan.actions:
+            return obj
+        view.apply(plan.actions)
+        for action in plan.actions:
+            if action.resource == "mpijobs/status" and action.body:
+                obj["status"] = action.body["status"]
+    raise AssertionError(f"no convergence: {writes(plan)}")
+
+
+def test_a_deleted_job_needs_nothing() -> None:
+    plan = plan_sync(None, MemoryView(), context())
+    assert plan.actions == [] and plan.events == [] and plan.error is None
+
+
+def test_an_invalid_job_gets_a_validation_event_and_no_writes() -> None:
+    obj = MPIJobWrapper().replicas("Launcher", 2).obj()
+    plan = plan_sync(obj, MemoryView(), context())
+    assert plan.actions == []
+    assert reasons(plan) == ["ValidationError"]
+    assert plan.events[0].message == (
+        "Found validation errors: spec.mpiReplicaSpecs[Launcher].replicas: must be 1"
+    )
+
+
+def test_a_job_managed_by_multikueue_is_left_alone() -> None:
+    obj = MPIJobWrapper().workers(2).run_policy(managedBy="kueue.x-k8s.io/multikueue").obj()
+    plan = plan_sync(obj, MemoryView(), context())
+    assert plan.actions == [] and plan.events == []
+
+
+@pytest.mark.parametrize("implementation", ["OpenMPI", "Intel", "MPICH"])
+def test_all_resources_are_created_in_order(implementation: str) -> None:
+    obj = MPIJobWrapper().workers(5).implementation(implementation).obj()
+    plan = plan_sync(obj, MemoryView(), context())
+    assert writes(plan) == [
+        *CREATE_SHARED_OBJECTS,
+        *worker_writes("create", 5),
+        "create jobs test-launcher",
+        "update_status mpijobs/status test",
+    ]
+    status = status_of(plan)
+    assert conditions(status) == [("Created", "True", "MPIJobCreated")]
+    assert status["replicaStatuses"] == {"Launcher": {}, "Worker": {}}
+    assert status["startTime"] == NOW
+    assert reasons(plan) == ["MPIJobCreated"]
+    assert plan.created
+
+
+@pytest.mark.parametrize("gang", ["volcano", "scheduler-plugins-scheduler"])
+def test_pod_group_is_created_before_any_worker(gang: str) -> None:
+    plan = plan_sync(MPIJobWrapper().workers(2).obj(), MemoryView(), context(gang))
+    assert writes(plan)[3:6] == ["create podgroups test", *worker_writes("create", 2)]
+
+
+def test_a_synced_job_converges_to_no_writes() -> None:
+    obj = MPIJobWrapper().workers(3).obj()
+    view = MemoryView()
+    converged = converge(obj, view, context("volcano"))
+    assert plan_sync(converged, view, context("volcano", now=LATER)).actions == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        ("Job", "test-launcher"),
+        ("Service", "test"),
+        ("ConfigMap", "test-config"),
+        ("Secret", "test-ssh"),
+        ("Pod", "test-worker-0"),
+        ("PodGroup", "test"),
+    ],
+)
+def test_an_object_we_do_not_own_is_never_touched(kind: str, name: str) -> None:
+    obj = MPIJobWrapper().workers(2).obj()
+    squatter = {"kind": kind, "metadata": {"name": name, "namespace": "ns"}}
+    plan = plan_sync(obj, MemoryView(squatter), context("volcano"))
+    assert plan.error == (
+        f'Resource "{name}" of Kind "{kind}" already exists and is not managed by MPIJob'
+    )
+    assert "ErrResourceExists" in reasons(plan)
+    resource = {"PodGroup": "podgroups", "Pod": "pods"}.get(kind, kind.lower() + "s")
+    assert not any(a.resource == resource and a.name == name for a in plan.actions)
+    assert not any(a.resource == "mpijobs/status" for a in plan.actions)
+    if kind in ("PodGroup", "Service"):
+        assert not any(a.resource == "pods" for a in plan.actions)
+
+
+def test_suspended_job_gets_a_suspended_launcher_and_no_workers() -> None:
+    obj = MPIJobWrapper().workers(2).suspend().obj()
+    plan = plan_sync(obj, MemoryView(), context("volcano"))
+    assert writes(plan) == [
+        *CREATE_SHARED_OBJECTS,
+        "create jobs test-launcher",
+        "update_status mpijobs/status test",
+    ]
+    launcher = plan.actions[3].body
+    assert launcher is not None and launcher["spec"]["suspend"] is True
+    status = status_of(plan)
+    assert conditions(status) == [
+        ("Created", "True", "MPIJobCreated"),
+        ("Suspended", "True", "MPIJobSuspended"),
+        ("Running", "False", "MPIJobSuspended"),
+    ]
+    assert "startTime" not in status
+
+
+def test_suspending_a_running_job_deletes_workers_and_pod_group() -> None:
+    obj = MPIJobWrapper().workers(2).obj()
+    view = MemoryView()
+    obj = converge(obj, view, context("volcano"))
+    obj["spec"]["runPolicy"] = {"suspend": True}
+    plan = plan_sync(obj, view, context("volcano", now=LATER))
+    assert writes(plan) == [
+        "update jobs test-launcher",
+        *worker_writes("delete", 2),
+        "delete podgroups test",
+        "update_status mpijobs/status test",
+    ]
+    assert plan.actions[0].body is not None and plan.actions[0].body["spec"]["suspend"] is True
+
+
+def test_resuming_recreates_pod_group_and_workers_and_clears_launcher_start_time() -> None:
+    obj = MPIJobWrapper().workers(2).suspend().obj()
+    view = MemoryView()
+    obj = converge(obj, view, context("volcano"))
+    launcher = view.get("jobs", "ns", "test-launcher")
+    assert launcher is not None
+    launcher["status"] = {"startTime": NOW}
+    obj["spec"]["runPolicy"]["suspend"] = False
+    obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"].setdefault("spec", {})[
+        "nodeSelector"
+    ] = {"pool": "gpu"}
+    plan = plan_sync(obj, view, context("volcano", now=LATER))
+    assert writes(plan) == [
+        "create podgroups test",
+        *worker_writes("create", 2),
+        "update_status jobs/status test-launcher",
+        "update jobs test-launcher",
+        "update_status mpijobs/status test",
+    ]
+    resumed = plan.actions[4].body
+    assert resumed is not None
+    assert resumed["spec"]["suspend"] is False
+    assert resumed["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert "startTime" not in resumed.get("status", {})
+    status = status_of(plan)
+    assert ("Suspended", "False", "MPIJobResumed") in conditions(status)
+    assert status["startTime"] == LATER
+
+
+def test_wait_for_workers_ready_creates_the_launcher_only_after_every_worker_is_ready() -> None:
+    obj = MPIJobWrapper().workers(2).launcher_creation_policy("WaitForWorkersReady").obj()
+    view = MemoryView()
+    plan = plan_sync(obj, view, context())
+    assert "create jobs test-launcher" not in writes(plan)
+    view.apply(plan.actions)
+    for i in range(2):
+        pod = view.get("pods", "ns", f"test-worker-{i}")
+        assert pod is not None
+        pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
+    assert "create jobs test-launcher" not in writes(plan_sync(obj, view, context()))
+    for i in range(2):
+        pod = view.get("pods", "ns", f"test-worker-{i}")
+        assert pod is not None
+        pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    assert "create jobs test-launcher" in writes(plan_sync(obj, view, context()))
+
+
+def test_wait_for_workers_ready_does_not_start_a_suspended_launcher() -> None:
+    obj = MPIJobWrapper().workers(2).launcher_creation_policy("WaitForWorkersReady").suspend().obj()
+    plan = plan_sync(obj, MemoryView(), context())
+    assert "create jobs test-launcher" not in writes(plan)
+
+
+def test_scaling_down_deletes_the_surplus_workers_by_name() -> None:
+    obj = MPIJobWrapper().workers(3).run_launcher_as_worker().obj()
+    view = MemoryView()
+    obj = converge(obj, view, context())
+    obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 1
+    plan = plan_sync(obj, view, context(now=LATER))
+    assert [w for w in writes(plan) if w.startswith("delete")] == [
+        "delete pods test-worker-1",
+        "delete pods test-worker-2",
+    ]
+    assert "update configmaps test-config" in writes(plan)
+
+
+def test_workers_that_finished_are_not_recreated() -> None:
+    obj = MPIJobWrapper().workers(2).obj()
+    view = MemoryView()
+    obj = converge(obj, view, context())
+    pod = view.get("pods", "ns", "test-worker-1")
+    assert pod is not None
+    pod["status"] = {"phase": "Failed"}
+    assert not any(a.resource == "pods" for a in plan_sync(obj, view, context(now=LATER)).actions)
+
+
+def finished(obj: dict[str, Any], policy: str) -> dict[str, Any]:
+    obj["spec"].setdefault("runPolicy", {})["cleanPodPolicy"] = policy
+    obj["status"] = {
+        "conditions": [
+            {"type": "Created", "status": "True", "reason": "MPIJobCreated"},
+            {"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded"},
+        ],
+        "completionTime": NOW,
+        "replicaStatuses": {"Worker": {"active": 2}},
+    }
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("policy", "deleted"),
+    [
+        ("All", ["test-worker-0", "test-worker-1", "test-worker-2"]),
+        ("Running", ["test-worker-0", "test-worker-2"]),
+        ("None", []),
+    ],
+)
+def test_finished_job_cleans_up_workers_per_policy(policy: str, deleted: list[str]) -> None:
+    job = MPIJobWrapper().workers(3).obj()
+    view = MemoryView()
+    converge(job, view, context("scheduler-plugins-scheduler"))
+    phases = ["Running", "Succeeded", "Pending"]
+    for i, phase in enumerate(phases):
+        pod = view.get("pods", "ns", f"test-worker-{i}")
+        assert pod is not None
+        pod["status"] = {"phase": phase}
+    plan = plan_sync(finished(job, policy), view, context("scheduler-plugins-scheduler"))
+    assert [a.name for a in plan.actions if a.resource == "pods"] == deleted
+    assert ("delete podgroups test" in writes(plan)) is (policy != "None")
+    if policy != "None":
+        assert status_of(plan)["replicaStatuses"]["Worker"] == {}
+    else:
+        assert plan.actions == []
+
+
+def test_finished_job_writes_status_once_not_every_sync() -> None:
+    job = finished(MPIJobWrapper().workers(1).obj(), "All")
+    view = MemoryView()
+    plan = plan_sync(job, view, context())
+    job["status"] = status_of(plan)
+    assert plan_sync(job, view, context(now=LATER)).actions == []
+
+
+def test_gang_policy_change_updates_the_pod_group_in_place() -> None:
+    obj = MPIJobWrapper().workers(2).obj()
+    view = MemoryView()
+    obj = converge(obj, view, context("volcano"))
+    obj["spec"].setdefault("runPolicy", {})["schedulingPolicy"] = {"minAvailable": 2, "queue": "q"}
+    plan = plan_sync(obj, view, context("volcano", now=LATER))
+    assert writes(plan)[0] == "update podgroups test"
+    body = plan.actions[0].body
+    assert body is not None and body["spec"]["minMember"] == 2 and body["spec"]["queue"] == "q"
