@@ -1,0 +1,1 @@
+"""The running operator: caches, reconciler, writer and the process around them."""

@@ -1,0 +1,155 @@
+"""The operator's informers, and the read-only view of them that sync plans read.
+
+Every read of a reconcile goes through these caches. Only what the operator needs is cached:
+children are listed and watched with the operator's label selector, so Services, ConfigMaps,
+Secrets, Jobs and Pods of everything else in the cluster never reach memory, and managed fields
+are dropped from every object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gang import GangScheduler
+from mpi_operator.api import constants as c
+from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.runtime.client import (
+    CONFIGMAPS,
+    JOBS,
+    PODS,
+    PRIORITY_CLASSES,
+    SECRETS,
+    SERVICES,
+    Client,
+    Resource,
+)
+from mpi_operator.runtime.informer import Informer
+from mpi_operator.runtime.objects import Object, make_key
+from mpi_operator.runtime.store import (
+    INDEX_CONTROLLER_UID,
+    index_by_controller_uid,
+    index_by_namespaced_label,
+)
+
+MPIJOBS: Final = Resource(c.GROUP, c.VERSION, "mpijobs", True, c.KIND)
+OPERATOR_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
+INDEX_JOB_NAME: Final = "job-name"
+GLOBAL_DEFAULT_PRIORITY: Final = "globalDefault"
+
+
+def pod_group_resource(gang: GangScheduler) -> Resource:
+    spec = gang.pod_group_resource
+    return Resource(spec.group, spec.version, spec.plural, True, spec.kind)
+
+
+@dataclass(frozen=True)
+class Caches:
+    """The informers of one operator; ``children`` maps a resource plural to its informer."""
+
+    mpijobs: Informer
+    children: dict[str, Informer]
+    priority_classes: Informer | None
+
+    @property
+    def all(self) -> list[Informer]:
+        informers = [self.mpijobs, *self.children.values()]
+        return informers + ([self.priority_classes] if self.priority_classes else [])
+
+    def view(self) -> CacheView:
+        return CacheView(self)
+
+    def facts(self, cluster_domain: str) -> ClusterFacts:
+        """Cluster facts from the PriorityClass cache (empty when gang scheduling is off)."""
+        classes: dict[str, int] = {}
+        default = 0
+        if self.priority_classes is not None:
+            for obj in self.priority_classes.store.list():
+                name, value = obj["metadata"]["name"], int(obj.get("value") or 0)
+                classes[name] = value
+                if obj.get(GLOBAL_DEFAULT_PRIORITY):
+                    default = value
+        return ClusterFacts(cluster_domain, classes, default)
+
+
+def build_caches(client: Client, namespace: str | None, gang: GangScheduler | None) -> Caches:
+    """Informers for one watch scope (``namespace`` None or empty: all namespaces)."""
+    scope = namespace or None
+
+    def child(resource: Resource, **extra: Any) -> Informer:
+        return Informer.for_resource(
+            client, resource, namespace=scope, label_selector=OPERATOR_SELECTOR, **extra
+        )
+
+    children = {
+        SERVICES.plural: child(SERVICES),
+        CONFIGMAPS.plural: child(CONFIGMAPS),
+        SECRETS.plural: child(SECRETS),
+        JOBS.plural: child(JOBS),
+        PODS.plural: child(
+            PODS,
+            indexers={
+                INDEX_JOB_NAME: index_by_namespaced_label(c.LABEL_JOB_NAME),
+                INDEX_CONTROLLER_UID: index_by_controller_uid,
+            },
+        ),
+    }
+    priority_classes = None
+    if gang is not None:
+        resource = pod_group_resource(gang)
+        children[resource.plural] = child(resource)
+        priority_classes = Informer.for_resource(client, PRIORITY_CLASSES)
+    mpijobs = Informer.for_resource(client, MPIJOBS, namespace=scope)
+    return Caches(mpijobs, children, priority_classes)
+
+
+class CacheView:
+    """What a sync plan may read: objects from the caches, never copied, never changed."""
+
+    def __init__(self, caches: Caches) -> None:
+        self._caches = caches
+
+    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        informer = self._caches.children.get(resource)
+        if informer is None:
+            return None
+        return informer.store.get(make_key(namespace, name))
+
+    def worker_pods(self, job: MPIJob) -> Sequence[dict[str, Any]]:
+        pods = self._caches.children[PODS.plural].store
+        return [
+            pod
+            for pod in pods.by_index(INDEX_JOB_NAME, make_key(job.namespace, job.name))
+            if (pod["metadata"].get("labels") or {}).get(c.LABEL_JOB_ROLE) == c.ROLE_WORKER
+        ]
+
+    def launcher_pods(self, launcher: dict[str, Any]) -> Sequence[dict[str, Any]]:
+        uid = launcher["metadata"].get("uid")
+        if not uid:
+            return []
+        return self._caches.children[PODS.plural].store.by_index(INDEX_CONTROLLER_UID, uid)
+
+
+def owning_mpijob_key(caches: Caches, obj: Object) -> str | None:
+    """The key of the MPIJob a child belongs to: its controller, or its Job's for a pod."""
+    namespace = obj["metadata"].get("namespace", "")
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if not ref.get("controller"):
+            continue
+        if ref.get("kind") == c.KIND and str(ref.get("apiVersion", "")).startswith(c.GROUP):
+            return make_key(namespace, ref["name"])
+        if ref.get("kind") == "Job":
+            job = caches.children[JOBS.plural].store.get(make_key(namespace, ref["name"]))
+            return owning_mpijob_key(caches, job) if job is not None else None
+    return None
+
+
+def enqueue_owner(caches: Caches, enqueue: Callable[[str], None]) -> Callable[[Object], None]:
+    def handle(obj: Object) -> None:
+        key = owning_mpijob_key(caches, obj)
+        if key is not None:
+            enqueue(key)
+
+    return handle

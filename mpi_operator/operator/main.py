@@ -1,0 +1,272 @@
+"""The operator process: clients, probes, leader election, informers, workers, shutdown.
+
+The start-up order follows upstream's: metrics first (every replica serves them), then a check
+that the CRD is installed, then the health server, then the Lease; only the leader builds the
+caches and runs the workers. SIGTERM and SIGINT stop everything cleanly: workers finish their
+current key, events are flushed and the Lease is handed back for a standby to take at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Final
+
+from kubernetes.config.config_exception import ConfigException
+
+from gang import GangScheduler, select_gang_scheduler
+from mpi_operator import __version__
+from mpi_operator.operator.caches import (
+    MPIJOBS,
+    Caches,
+    build_caches,
+    enqueue_owner,
+    pod_group_resource,
+)
+from mpi_operator.operator.options import DEFAULT_LEASE_NAME, Options
+from mpi_operator.operator.reconciler import CONTROLLER_NAME, MPIJobReconciler, SyncError
+from mpi_operator.operator.writer import ApiWriter
+from mpi_operator.runtime.client import (
+    CONFIGMAPS,
+    JOBS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    ApiError,
+    Client,
+    Resource,
+    is_not_found,
+)
+from mpi_operator.runtime.controller import Controller, install_log_record_context
+from mpi_operator.runtime.events import ClientEventSink, EventRecorder
+from mpi_operator.runtime.health import HealthServer, start_metrics_server
+from mpi_operator.runtime.informer import wait_for_cache_sync
+from mpi_operator.runtime.leader import IS_LEADER, LeaderElectionConfig, LeaderElector
+from mpi_operator.runtime.objects import Object, object_key
+from mpi_operator.runtime.ratelimit import controller_rate_limiter
+from mpi_operator.runtime.workqueue import RateLimitingQueue
+
+log = logging.getLogger("mpi_operator")
+
+EVENT_COMPONENT: Final = "mpi-job-controller"
+USER_AGENT: Final = "mpi-operator"
+EXIT_LOST_LEADERSHIP: Final = 1
+EXIT_NO_CRD: Final = 1
+EXIT_NO_CONFIG: Final = 1
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object a line; ``mpijob`` names the job a reconcile line is about."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        key = getattr(record, "reconcile_key", None)
+        if key:
+            line["mpijob"] = key
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info)
+        return json.dumps(line)
+
+
+def configure_logging(verbosity: int) -> None:
+    install_log_record_context()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
+    # urllib3 logs every retried connection at WARNING; the client reports failures itself.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+
+
+def resources_for(gang: GangScheduler | None) -> dict[str, Resource]:
+    """Where each resource a sync plan writes lives in the API."""
+    resources = {r.plural: r for r in (SERVICES, CONFIGMAPS, SECRETS, PODS, JOBS, MPIJOBS)}
+    if gang is not None:
+        group = pod_group_resource(gang)
+        resources[group.plural] = group
+    return resources
+
+
+class Operator:
+    """The leader's work: caches, queue, workers. ``run`` blocks until ``stop`` is set."""
+
+    def __init__(self, client: Client, options: Options) -> None:
+        self.options = options
+        self.client = client
+        self.gang = select_gang_scheduler(options.gang_scheduling or None)
+        self.caches: Caches | None = None
+        self.ready = threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        options, client = self.options, self.client
+        caches = build_caches(client, options.namespace, self.gang)
+        self.caches = caches
+        queue = RateLimitingQueue(
+            CONTROLLER_NAME,
+            controller_rate_limiter(
+                options.controller_queue_rate_limit, options.controller_queue_burst
+            ),
+        )
+        caches.mpijobs.add_event_handler(
+            on_add=lambda obj: queue.add(object_key(obj)),
+            on_update=lambda old, new: _enqueue_changed(queue, old, new),
+            on_delete=lambda obj: queue.add(object_key(obj)),
+        )
+        to_owner = enqueue_owner(caches, queue.add)
+
+        def owners_of_both(old: Object, new: Object) -> None:
+            # A changed owner reference moves a child: both jobs need a look.
+            to_owner(old)
+            to_owner(new)
+
+        for informer in caches.children.values():
+            informer.add_event_handler(to_owner, owners_of_both, to_owner)
+        recorder = EventRecorder(ClientEventSink(client), EVENT_COMPONENT)
+        reconciler = MPIJobReconciler(
+            caches,
+            ApiWriter(client, resources_for(self.gang)),
+            recorder,
+            self.gang,
+            options.cluster_domain,
+        )
+        controller = Controller(
+            CONTROLLER_NAME,
+            queue,
+            reconciler,
+            options.threadiness,
+            quiet_errors=(ApiError, SyncError),
+        )
+        for informer in caches.all:
+            informer.start()
+        try:
+            while not stop.is_set() and not wait_for_cache_sync(caches.all, timeout=5.0):
+                log.info("waiting for caches to sync")
+            if stop.is_set():
+                return
+            log.info("caches synced; starting %d workers", options.threadiness)
+            self.ready.set()
+            controller.run(stop)
+        finally:
+            self.ready.clear()
+            for informer in caches.all:
+                informer.stop()
+            recorder.flush(5.0)
+            recorder.stop()
+
+
+def _enqueue_changed(queue: RateLimitingQueue, old: Object, new: Object) -> None:
+    # A relist replays every object as an update; only real changes need a sync.
+    if old["metadata"].get("resourceVersion") != new["metadata"].get("resourceVersion"):
+        queue.add(object_key(new))
+
+
+def check_crd(client: Client, namespace: str) -> bool:
+    """False (after saying why) when the MPIJob CRD is not installed."""
+    try:
+        client.list(MPIJOBS, namespace or None, limit=1)
+    except ApiError as error:
+        if is_not_found(error):
+            log.error("CRD doesn't exist. Exiting: install crds/kubeflow.org_mpijobs.yaml first")
+            return False
+        log.warning("could not check for the MPIJob CRD: %s", error)
+    return True
+
+
+def run(options: Options) -> int:
+    configure_logging(options.verbosity)
+    log.info(
+        "mpi-operator %s starting: namespace=%s gang-scheduling=%s threadiness=%d",
+        __version__,
+        options.namespace or "(all)",
+        options.gang_scheduling or "(none)",
+        options.threadiness,
+    )
+    metrics_server = None
+    if options.monitoring_port:
+        metrics_server = start_metrics_server(options.monitoring_port, options.bind_address)
+    try:
+        client = Client.from_kubeconfig(
+            options.kubeconfig or None,
+            master=options.master or None,
+            user_agent=USER_AGENT,
+            qps=options.kube_api_qps,
+            burst=options.kube_api_burst,
+        )
+    except (ConfigException, OSError) as error:
+        log.error("cannot load the cluster configuration: %s", error)
+        if metrics_server is not None:
+            metrics_server.stop()
+        return EXIT_NO_CONFIG
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    if not check_crd(client, options.namespace):
+        return EXIT_NO_CRD
+    operator = Operator(client, options)
+    elected = threading.Event()
+    health = HealthServer(options.bind_address, options.health_port)
+    health.add_healthz("ping", lambda: True)
+    # A standby is ready to take over; the leader once its caches are complete.
+    health.add_readyz("caches", lambda: operator.ready.is_set() or not elected.is_set())
+    health.start()
+    lost = False
+    try:
+        if options.leader_elect:
+            lost = _lead(client, options, operator, elected, stop, health)
+        else:
+            elected.set()
+            IS_LEADER.set(1)
+            operator.run(stop)
+    finally:
+        health.stop()
+        if metrics_server is not None:
+            metrics_server.stop()
+        client.close()
+    if lost:
+        log.error("leader election lost")
+        return EXIT_LOST_LEADERSHIP
+    log.info("stopped")
+    return 0
+
+
+def _lead(
+    client: Client,
+    options: Options,
+    operator: Operator,
+    elected: threading.Event,
+    stop: threading.Event,
+    health: HealthServer,
+) -> bool:
+    """Run ``operator`` while holding the Lease; True when leadership was lost, not given up."""
+    config = LeaderElectionConfig(DEFAULT_LEASE_NAME, options.lock_namespace)
+
+    def lead(stopped: threading.Event) -> None:
+        elected.set()
+        operator.run(stopped)
+
+    elector = LeaderElector(
+        config,
+        client.with_options(user_agent="leader-election", request_timeout=config.renew_deadline),
+        on_started_leading=lead,
+    )
+    health.add_healthz("leaderElection", elector.healthy)
+    elector.run(stop)
+    return elected.is_set() and not stop.is_set()
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    def handle(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s: shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)

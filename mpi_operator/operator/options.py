@@ -1,0 +1,155 @@
+"""The operator's command line: upstream's flags, spelled as upstream spells them, plus ours.
+
+Go's flag package accepts ``-flag`` and ``--flag`` alike and upstream's manifests use both, so
+every flag is registered under both spellings (and ``-kubeConfig``'s camel case).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+DEFAULT_LEASE_NAME: Final = "mpi-operator"
+
+
+@dataclass(frozen=True)
+class Options:
+    master: str = ""
+    kubeconfig: str = ""
+    namespace: str = ""
+    threadiness: int = 2
+    monitoring_port: int = 0
+    gang_scheduling: str = ""
+    lock_namespace: str = "mpi-operator"
+    kube_api_qps: float = 5.0
+    kube_api_burst: int = 10
+    controller_queue_rate_limit: float = 10.0
+    controller_queue_burst: int = 100
+    cluster_domain: str = ""
+    health_port: int = 8080
+    bind_address: str = "0.0.0.0"
+    leader_elect: bool = True
+    verbosity: int = 0
+
+
+class OptionsError(ValueError):
+    """A flag value that cannot work, named by its flag."""
+
+
+def _flag(parser: argparse.ArgumentParser, name: str, *extra: str, **kwargs: object) -> None:
+    parser.add_argument(f"--{name}", f"-{name}", *extra, **kwargs)  # type: ignore[arg-type]
+
+
+def add_operator_flags(parser: argparse.ArgumentParser) -> None:
+    _flag(parser, "master", default="", help="API server URL (out of cluster)")
+    _flag(
+        parser,
+        "kubeconfig",
+        "--kubeConfig",
+        "-kubeConfig",
+        default="",
+        help="kubeconfig path; $KUBECONFIG when empty, else the in-cluster service account",
+    )
+    _flag(
+        parser,
+        "namespace",
+        default=os.environ.get("KUBEFLOW_NAMESPACE", ""),
+        help="namespace to watch; empty watches all namespaces ($KUBEFLOW_NAMESPACE)",
+    )
+    _flag(parser, "threadiness", type=int, default=2, help="reconcile workers")
+    _flag(
+        parser,
+        "monitoring-port",
+        type=int,
+        default=0,
+        help="port serving Prometheus /metrics; 0 disables",
+    )
+    _flag(
+        parser,
+        "gang-scheduling",
+        default="",
+        help="'volcano', or the scheduler name running the coscheduling plugin",
+    )
+    _flag(parser, "lock-namespace", default="mpi-operator", help="namespace of the leader Lease")
+    _flag(parser, "kube-api-qps", type=float, default=5.0, help="API requests per second")
+    _flag(parser, "kube-api-burst", type=int, default=10, help="API request burst")
+    _flag(
+        parser,
+        "controller-queue-rate-limit",
+        type=float,
+        default=10.0,
+        help="work queue keys per second",
+    )
+    _flag(parser, "controller-queue-burst", type=int, default=100, help="work queue burst")
+    _flag(parser, "cluster-domain", default="", help="appended to host names in the hostfile")
+    _flag(parser, "health-port", type=int, default=8080, help="port serving /healthz and /readyz")
+    _flag(
+        parser,
+        "bind-address",
+        default="0.0.0.0",
+        help="address the health and metrics servers listen on",
+    )
+    _flag(
+        parser,
+        "leader-elect",
+        type=_boolean,
+        default=True,
+        help="hold a Lease before reconciling, so only one replica acts (default true)",
+    )
+    parser.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "t", "true", "yes"):
+        return True
+    if lowered in ("0", "f", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def options_from(namespace: argparse.Namespace) -> Options:
+    options = Options(
+        master=namespace.master,
+        kubeconfig=namespace.kubeconfig,
+        namespace=namespace.namespace,
+        threadiness=namespace.threadiness,
+        monitoring_port=namespace.monitoring_port,
+        gang_scheduling=namespace.gang_scheduling,
+        lock_namespace=namespace.lock_namespace,
+        kube_api_qps=namespace.kube_api_qps,
+        kube_api_burst=namespace.kube_api_burst,
+        controller_queue_rate_limit=namespace.controller_queue_rate_limit,
+        controller_queue_burst=namespace.controller_queue_burst,
+        cluster_domain=namespace.cluster_domain,
+        health_port=namespace.health_port,
+        bind_address=namespace.bind_address,
+        leader_elect=namespace.leader_elect,
+        verbosity=namespace.verbosity,
+    )
+    problems = list(_problems(options))
+    if problems:
+        raise OptionsError("; ".join(problems))
+    return options
+
+
+def _problems(options: Options) -> Iterator[str]:
+    if options.threadiness < 1:
+        yield "--threadiness: must be at least 1"
+    for flag, port in (
+        ("--monitoring-port", options.monitoring_port),
+        ("--health-port", options.health_port),
+    ):
+        if not 0 <= port <= 65535:
+            yield f"{flag}: must be a port number from 0 to 65535"
+    if options.kube_api_burst < 1 and options.kube_api_qps > 0:
+        yield "--kube-api-burst: must be at least 1"
+    if options.controller_queue_rate_limit <= 0:
+        yield "--controller-queue-rate-limit: must be positive"
+    if options.controller_queue_burst < 1:
+        yield "--controller-queue-burst: must be at least 1"
+    if options.leader_elect and not options.lock_namespace:
+        yield "--lock-namespace: must not be empty while --leader-elect is true"

@@ -1,0 +1,95 @@
+"""How cached children lead back to their MPIJob, and what a sync plan reads from the caches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gang import select_gang_scheduler
+from mpi_operator.operator.caches import build_caches, owning_mpijob_key
+from mpi_operator.runtime.client import Client
+from mpi_operator.testing.wrappers import MPIJobWrapper
+
+
+def offline_client() -> Client:
+    from kubernetes import client as k8s
+
+    configuration = k8s.Configuration()
+    configuration.host = "https://127.0.0.1:1"
+    return Client(configuration)
+
+
+def owned(kind: str, name: str, owner_kind: str, owner: str, **extra: Any) -> dict[str, Any]:
+    api_version = "kubeflow.org/v2beta1" if owner_kind == "MPIJob" else "batch/v1"
+    meta = {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "resourceVersion": "1",
+        "ownerReferences": [
+            {"apiVersion": api_version, "kind": owner_kind, "name": owner, "controller": True}
+        ],
+        **extra,
+    }
+    return {"kind": kind, "metadata": meta}
+
+
+def test_children_lead_to_their_mpijob_and_launcher_pods_through_their_job() -> None:
+    caches = build_caches(offline_client(), None, None)
+    caches.children["jobs"].store.upsert(owned("Job", "pi-launcher", "MPIJob", "pi"))
+    assert owning_mpijob_key(caches, owned("Pod", "pi-worker-0", "MPIJob", "pi")) == "ns/pi"
+    assert owning_mpijob_key(caches, owned("Pod", "pi-launcher-x", "Job", "pi-launcher")) == (
+        "ns/pi"
+    )
+    assert owning_mpijob_key(caches, owned("Pod", "other", "Job", "unknown")) is None
+    unowned = {"kind": "Pod", "metadata": {"name": "x", "namespace": "ns"}}
+    assert owning_mpijob_key(caches, unowned) is None
+
+
+def test_the_view_finds_a_jobs_workers_and_its_launchers_pods() -> None:
+    caches = build_caches(offline_client(), None, None)
+    pods = caches.children["pods"].store
+    job = MPIJobWrapper("pi").workers(2).job()
+    for index in range(2):
+        worker = owned("Pod", f"pi-worker-{index}", "MPIJob", "pi")
+        worker["metadata"]["labels"] = {
+            "training.kubeflow.org/job-name": "pi",
+            "training.kubeflow.org/job-role": "worker",
+        }
+        pods.upsert(worker)
+    launcher_pod = owned("Pod", "pi-launcher-abc", "Job", "pi-launcher")
+    launcher_pod["metadata"]["ownerReferences"][0]["uid"] = "uid-launcher"
+    launcher_pod["metadata"]["labels"] = {
+        "training.kubeflow.org/job-name": "pi",
+        "training.kubeflow.org/job-role": "launcher",
+    }
+    pods.upsert(launcher_pod)
+    view = caches.view()
+    assert sorted(p["metadata"]["name"] for p in view.worker_pods(job)) == [
+        "pi-worker-0",
+        "pi-worker-1",
+    ]
+    launcher = {"metadata": {"name": "pi-launcher", "uid": "uid-launcher"}}
+    assert [p["metadata"]["name"] for p in view.launcher_pods(launcher)] == ["pi-launcher-abc"]
+    assert view.get("services", "ns", "pi") is None
+    assert view.get("unknown", "ns", "pi") is None
+
+
+def test_pod_groups_and_priority_classes_are_cached_only_with_gang_scheduling() -> None:
+    plain = build_caches(offline_client(), "ns", None)
+    assert "podgroups" not in plain.children and plain.priority_classes is None
+    volcano = build_caches(offline_client(), "ns", select_gang_scheduler("volcano"))
+    assert "podgroups" in volcano.children and volcano.priority_classes is not None
+
+
+def test_cluster_facts_come_from_the_priority_class_cache() -> None:
+    caches = build_caches(offline_client(), None, select_gang_scheduler("volcano"))
+    assert caches.priority_classes is not None
+    store = caches.priority_classes.store
+    store.upsert({"metadata": {"name": "high", "resourceVersion": "1"}, "value": 1000})
+    store.upsert(
+        {"metadata": {"name": "std", "resourceVersion": "1"}, "value": 10, "globalDefault": True}
+    )
+    facts = caches.facts("example.org")
+    assert facts.cluster_domain == "example.org"
+    assert dict(facts.priority_classes) == {"high": 1000, "std": 10}
+    assert facts.default_priority == 10
