@@ -1,0 +1,30 @@
+# Local development cluster (see docs/local-cluster.md). Included by the
+# top-level Makefile, which defines PY (the project's virtualenv python).
+#
+#   make cluster-build
+#   make cluster-up SCHEDULER=default|volcano|scheduler-plugins \
+#        [NAME=mpi-volcano] [NODES=2] [NODE_CPU=8] [NODE_MEMORY=32Gi] [NODE_GPU=0]
+#   make cluster-down [SCHEDULER=...|NAME=...]   (no argument: every local cluster)
+#   make cluster-status
+
+CLUSTER_TOOL := hack/cluster/localcluster.py
+
+.PHONY: cluster-build cluster-up cluster-down cluster-status
+
+cluster-build:
+	bash hack/cluster/build.sh
+
+cluster-up: venv
+	@$(PY) $(CLUSTER_TOOL) up --scheduler $(or $(SCHEDULER),default) \
+		$(if $(NAME),--name $(NAME)) \
+		$(if $(NODES),--nodes $(NODES)) \
+		$(if $(NODE_CPU),--node-cpu $(NODE_CPU)) \
+		$(if $(NODE_MEMORY),--node-memory $(NODE_MEMORY)) \
+		$(if $(NODE_GPU),--node-gpu $(NODE_GPU))
+
+cluster-down: venv
+	@$(PY) $(CLUSTER_TOOL) down \
+		$(if $(NAME),--name $(NAME),$(if $(SCHEDULER),--scheduler $(SCHEDULER),--all))
+
+cluster-status: venv
+	@$(PY) $(CLUSTER_TOOL) status $(if $(NAME),--name $(NAME))

@@ -1,0 +1,806 @@
+#!/usr/bin/env python3
+"""Local Kubernetes cluster for development and end-to-end tests.
+
+A real control plane (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler) started by kwokctl's binary runtime from binaries that
+build.sh compiled from pinned Go modules, fake nodes and pods simulated by
+kwok, and optionally a gang scheduler: Volcano or the scheduler-plugins
+Coscheduling scheduler running as a second scheduler. Everything listens on
+127.0.0.1. CRDs and upstream default configs are read from the pinned modules
+in the Go module cache, never copied into the repository.
+
+    localcluster.py up [--scheduler default|volcano|scheduler-plugins] [--name N]
+                       [--nodes 2] [--node-cpu 8] [--node-memory 32Gi] [--node-gpu 0]
+    localcluster.py down [--name N | --scheduler S | --all]
+    localcluster.py status [--name N]
+    localcluster.py add-node --name N NODE [--cpu ..] [--memory ..] [--gpu ..]
+
+`up` prints `export KUBECONFIG=<path>` as its last line. Every process a
+cluster runs is recorded with its pid and kernel start time, so `down` stops
+exactly those processes and never a recycled pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+SCHEDULERS = ("default", "volcano", "scheduler-plugins")
+# Scheduler names pods use to opt into a gang scheduler.
+SCHEDULER_NAMES = {
+    "default": "default-scheduler",
+    "volcano": "volcano",
+    "scheduler-plugins": "scheduler-plugins-scheduler",
+}
+NODE_PREFIX = "kwok-node-"
+DEFAULT_NODES = 2
+DEFAULT_NODE_CPU = "8"
+DEFAULT_NODE_MEMORY = "32Gi"
+DEFAULT_NODE_GPU = 0
+DEFAULT_NODE_PODS = "110"
+
+
+class ClusterError(RuntimeError):
+    """Raised when a cluster cannot be built, started, or found."""
+
+
+def log(msg: str) -> None:
+    print(f"[localcluster] {msg}", file=sys.stderr, flush=True)
+
+
+def cache_root() -> Path:
+    if env := os.environ.get("MPI_OPERATOR_CACHE"):
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "mpi-operator"
+
+
+def clusters_root() -> Path:
+    return cache_root() / "clusters"
+
+
+def cluster_dir(name: str) -> Path:
+    return clusters_root() / name
+
+
+def default_name(scheduler: str) -> str:
+    return f"mpi-{scheduler}"
+
+
+# --- binaries and pinned modules -------------------------------------------
+
+
+def bin_dir(build: bool = True) -> Path:
+    script = HERE / "build.sh"
+    out = subprocess.run(
+        ["bash", str(script), "--print"], check=True, capture_output=True, text=True, timeout=60
+    )
+    path = Path(out.stdout.strip())
+    if (path / ".complete").is_file():
+        return path
+    if not build:
+        raise ClusterError(f"binaries are not built in {path}; run `make cluster-build`")
+    log(f"binaries missing in {path}; building (a cold build takes 20-40 minutes)")
+    # Build output goes to stderr so that `up` keeps the export line last on stdout.
+    subprocess.run(["bash", str(script)], check=True, stdout=sys.stderr)
+    return path
+
+
+def module_dirs(bins: Path) -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for line in (bins.parent / "modules.env").read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key and value:
+            mods[key] = Path(value)
+    return mods
+
+
+def versions(bins: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in (bins.parent / "versions.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            out[key] = value
+    return out
+
+
+# --- processes --------------------------------------------------------------
+
+
+@dataclass
+class Proc:
+    """A process the cluster owns, identified by pid plus kernel start time."""
+
+    name: str
+    pid: int
+    start_time: int
+
+    def alive(self) -> bool:
+        return proc_start_time(self.pid) == self.start_time
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Kernel start time of a live (non-zombie) process, or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def record(name: str, pid: int) -> Proc | None:
+    start = proc_start_time(pid)
+    return None if start is None else Proc(name, pid, start)
+
+
+def reap(pid: int) -> None:
+    # Processes started by this interpreter must be reaped or they linger as
+    # zombies; for any other pid waitpid simply fails.
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+# Clients before servers: stopping etcd and the API server last keeps the
+# other components from spending their shutdown retrying a dead API server.
+STOP_ORDER = ("kube-apiserver", "etcd")
+
+
+def stop_cluster_processes(procs: Sequence[Proc]) -> list[Proc]:
+    stopped = stop_processes([p for p in procs if p.name not in STOP_ORDER])
+    for name in STOP_ORDER:
+        # A throwaway API server has nothing worth a long graceful shutdown.
+        stopped += stop_processes([p for p in procs if p.name == name], grace=5.0)
+    return stopped
+
+
+def stop_processes(procs: Sequence[Proc], grace: float = 15.0) -> list[Proc]:
+    """SIGTERM, then SIGKILL after `grace` seconds, exactly the given processes."""
+    live = [p for p in procs if p.alive()]
+    for p in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        for p in live:
+            reap(p.pid)
+        if not any(p.alive() for p in live):
+            break
+        time.sleep(0.1)
+    for p in live:
+        if p.alive():
+            log(f"{p.name} (pid {p.pid}) ignored SIGTERM; sending SIGKILL")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(p.alive() for p in live):
+        for p in live:
+            reap(p.pid)
+        time.sleep(0.05)
+    left = [p for p in live if p.alive()]
+    if left:
+        raise ClusterError(f"processes still running after SIGKILL: {left}")
+    # An exited process stays a zombie until its parent (init, for daemons
+    # kwokctl started) reaps it; give that a moment so `ps` right after
+    # `down` is clean. Zombies hold no ports or memory, so this is best effort.
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and any(Path(f"/proc/{p.pid}").exists() for p in live):
+        time.sleep(0.05)
+    return live
+
+
+def listening_addresses(pid: int) -> list[tuple[str, int]]:
+    """TCP (ip, port) pairs a process listens on, read from /proc."""
+    inodes: set[str] = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    found: list[tuple[str, int]] = []
+    for table, v6 in ((f"/proc/{pid}/net/tcp", False), (f"/proc/{pid}/net/tcp6", True)):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            # Column 3 is the socket state; 0A is LISTEN.
+            if len(cols) < 10 or cols[3] != "0A" or cols[9] not in inodes:
+                continue
+            hex_ip, hex_port = cols[1].split(":")
+            found.append((_proc_ip(hex_ip, v6), int(hex_port, 16)))
+    return found
+
+
+def _proc_ip(hex_ip: str, v6: bool) -> str:
+    raw = bytes.fromhex(hex_ip)
+    # /proc prints each 32-bit word in host (little-endian) order.
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, words)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --- cluster state ----------------------------------------------------------
+
+
+@dataclass
+class ClusterInfo:
+    name: str
+    scheduler: str
+    kubeconfig: str
+    processes: list[Proc]
+    started_at: float
+    up_seconds: float = 0.0
+
+    @classmethod
+    def load(cls, name: str) -> ClusterInfo | None:
+        path = cluster_dir(name) / "cluster.json"
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        raw["processes"] = [Proc(**p) for p in raw.get("processes", [])]
+        return cls(**raw)
+
+    def save(self) -> None:
+        path = cluster_dir(self.name) / "cluster.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+
+class Cluster:
+    """A cluster being brought up; knows how to run kubectl against it."""
+
+    def __init__(self, info: ClusterInfo, bins: Path) -> None:
+        self.info = info
+        self.bins = bins
+        self.dir = cluster_dir(info.name)
+
+    @property
+    def kubeconfig(self) -> str:
+        return self.info.kubeconfig
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, timeout: float = 60, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [
+            str(self.bins / "kubectl"),
+            f"--kubeconfig={self.kubeconfig}",
+            # Keeps kubectl's discovery cache with the cluster, not in ~/.kube.
+            f"--cache-dir={self.dir / 'kube-cache'}",
+            *args,
+        ]
+        res = subprocess.run(
+            cmd, input=stdin, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and res.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed: {res.stderr.strip()}")
+        return res
+
+    def add_process(self, proc: Proc) -> None:
+        self.info.processes.append(proc)
+        self.info.save()
+
+    def spawn(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> Proc:
+        logs = self.dir / "logs"
+        logs.mkdir(exist_ok=True)
+        with (logs / f"{name}.log").open("ab") as out:
+            child = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.dir,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
+        proc = record(name, child.pid)
+        if proc is None:
+            raise ClusterError(f"{name} exited at once; see {logs / (name + '.log')}")
+        self.add_process(proc)
+        return proc
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.dir / "logs" / f"{name}.log"
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def wait_for(
+    what: str,
+    check: Callable[[], bool],
+    timeout: float,
+    interval: float = 0.25,
+    on_timeout: Callable[[], str] | None = None,
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(ClusterError, OSError, subprocess.TimeoutExpired):
+            if check():
+                return
+        if time.monotonic() >= deadline:
+            detail = on_timeout() if on_timeout else ""
+            raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}\n{detail}")
+        time.sleep(interval)
+
+
+def https_ok(url: str) -> bool:
+    # Component health endpoints use self-signed serving certificates.
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+# --- configuration ----------------------------------------------------------
+
+
+def kwok_config(bins: Path, mods: dict[str, Path], vers: dict[str, str]) -> str:
+    kwok = mods["sigs.k8s.io/kwok"] / "kustomize" / "stage"
+    ctl = {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokctlConfiguration",
+        "options": {
+            "runtime": "binary",
+            "bindAddress": "127.0.0.1",
+            "kubeVersion": vers["K8S_VERSION"],
+            "kubeApiserverBinary": str(bins / "kube-apiserver"),
+            "kubeControllerManagerBinary": str(bins / "kube-controller-manager"),
+            "kubeSchedulerBinary": str(bins / "kube-scheduler"),
+            "kubectlBinary": str(bins / "kubectl"),
+            "etcdBinary": str(bins / "etcd"),
+            "kwokControllerBinary": str(bins / "kwok"),
+            "disableQPSLimits": True,
+        },
+        "componentsPatches": [
+            # A throwaway cluster does not need durable writes; fsync dominates
+            # etcd latency on a shared disk.
+            {"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}]},
+            {
+                "name": "kwok-controller",
+                "extraArgs": [
+                    # Nodes get 127.0.0.1 as InternalIP, so the API server
+                    # reaches "kubelets" (logs, exec) only on loopback.
+                    {"key": "node-ip", "value": "127.0.0.1"},
+                    # Pod IPs are labels nobody serves. They cannot be loopback
+                    # (EndpointSlice validation rejects 127.0.0.0/8); a /16
+                    # leaves room for more than 254 concurrent pods.
+                    {"key": "cidr", "value": "10.244.0.0/16"},
+                ],
+            },
+        ],
+    }
+    docs = [yaml.safe_dump(ctl, sort_keys=False)]
+    # Supplying any Stage replaces all of kwok's defaults, so the stock node
+    # stages and the stock pod-ready / pod-delete stages come from the module;
+    # the project's stages decide how running pods end.
+    for rel in (
+        "node/fast/node-initialize.yaml",
+        "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+        "pod/fast/pod-ready.yaml",
+        "pod/fast/pod-delete.yaml",
+    ):
+        docs.append((kwok / rel).read_text())
+    docs.append((HERE / "stages.yaml").read_text())
+    return "\n---\n".join(d.strip("\n") for d in docs) + "\n"
+
+
+def node_manifest(name: str, cpu: str, memory: str, gpu: int, pods: str) -> dict[str, Any]:
+    res: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": pods}
+    if gpu:
+        res["nvidia.com/gpu"] = str(gpu)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+            },
+        },
+        # No taints and no addresses: kwok fills InternalIP 127.0.0.1.
+        "status": {"allocatable": dict(res), "capacity": dict(res)},
+    }
+
+
+def create_nodes(cluster: Cluster, manifests: Iterable[dict[str, Any]]) -> None:
+    items = list(manifests)
+    if not items:
+        return
+    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    cluster.kubectl("create", "-f", "-", stdin=body)
+
+
+def wait_nodes_ready(cluster: Cluster, names: Sequence[str], timeout: float = 60) -> None:
+    if not names:
+        return
+    res = cluster.kubectl(
+        "wait",
+        "--for=condition=Ready",
+        f"--timeout={int(timeout)}s",
+        *[f"node/{n}" for n in names],
+        timeout=timeout + 10,
+        check=False,
+    )
+    if res.returncode != 0:
+        raise ClusterError(f"nodes not Ready: {res.stderr.strip()}")
+
+
+def apply_crds(cluster: Cluster, paths: Sequence[Path]) -> None:
+    args = ["apply", "--server-side", "--force-conflicts"]
+    for p in paths:
+        args += ["-f", str(p)]
+    out = cluster.kubectl(*args, "-o", "name", timeout=120).stdout.split()
+    crds = [n for n in out if n.startswith("customresourcedefinition")]
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *crds, timeout=70)
+
+
+# --- gang schedulers --------------------------------------------------------
+
+
+def start_scheduler_plugins(cluster: Cluster, mods: dict[str, Path]) -> None:
+    sp = mods["sigs.k8s.io/scheduler-plugins"]
+    apply_crds(cluster, [sp / "config" / "crd" / "bases"])
+    # The upstream Coscheduling example config, run as a second scheduler
+    # under the name upstream's second-scheduler deployment uses.
+    text = (sp / "manifests" / "coscheduling" / "scheduler-config.yaml").read_text()
+    for old, new in (
+        ("REPLACE_ME_WITH_KUBE_CONFIG_PATH", cluster.kubeconfig),
+        ("schedulerName: default-scheduler", "schedulerName: scheduler-plugins-scheduler"),
+    ):
+        if old not in text:
+            raise ClusterError(f"unexpected scheduler-plugins config: {old!r} not found")
+        text = text.replace(old, new)
+    cfg = cluster.dir / "sp-scheduler-config.yaml"
+    cfg.write_text(text)
+    sched_port = free_port()
+    cluster.spawn(
+        "sp-scheduler",
+        [
+            str(cluster.bins / "sp-scheduler"),
+            f"--config={cfg}",
+            f"--authentication-kubeconfig={cluster.kubeconfig}",
+            f"--authorization-kubeconfig={cluster.kubeconfig}",
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={sched_port}",
+            "-v=2",
+        ],
+    )
+    probe_port = free_port()
+    cluster.spawn(
+        "sp-controller",
+        [
+            str(cluster.bins / "sp-controller"),
+            "--metricsAddr=0",
+            f"--probeAddr=127.0.0.1:{probe_port}",
+        ],
+        env={"KUBECONFIG": cluster.kubeconfig},
+    )
+    wait_for(
+        "scheduler-plugins scheduler /readyz",
+        lambda: https_ok(f"https://127.0.0.1:{sched_port}/readyz"),
+        timeout=60,
+        on_timeout=lambda: cluster.log_tail("sp-scheduler"),
+    )
+    wait_for(
+        "scheduler-plugins controller /readyz",
+        lambda: http_ok(f"http://127.0.0.1:{probe_port}/readyz"),
+        timeout=60,
+        on_timeout=lambda: cluster.log_tail("sp-controller"),
+    )
+
+
+def start_volcano(cluster: Cluster, mods: dict[str, Path]) -> None:
+    vc = mods["volcano.sh/volcano"]
+    apply_crds(cluster, [vc / "config" / "crd" / "volcano" / "bases"])
+    conf = vc / "installer" / "helm" / "chart" / "volcano" / "config" / "volcano-scheduler.conf"
+    common = [f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false", "-v=2"]
+    cluster.spawn(
+        "vc-scheduler",
+        [
+            str(cluster.bins / "vc-scheduler"),
+            *common,
+            f"--scheduler-conf={conf}",
+            # The cache dumper writes into /tmp on a signal; nothing here needs it.
+            "--cache-dumper=false",
+        ],
+    )
+    # The queue controller is what opens the `default` queue (the scheduler
+    # only creates it); the podgroup controller gives plain volcano pods a group.
+    cluster.spawn(
+        "vc-controller-manager",
+        [
+            str(cluster.bins / "vc-controller-manager"),
+            *common,
+            "--controllers=queue-controller,pg-controller",
+        ],
+    )
+
+    def default_queue_open() -> bool:
+        res = cluster.kubectl(
+            "get", "queue", "default", "-o", "jsonpath={.status.state}", check=False
+        )
+        return res.stdout.strip() == "Open"
+
+    wait_for(
+        "Volcano queue `default` to be Open",
+        default_queue_open,
+        timeout=90,
+        on_timeout=lambda: (
+            cluster.log_tail("vc-scheduler") + cluster.log_tail("vc-controller-manager")
+        ),
+    )
+
+
+# --- commands ---------------------------------------------------------------
+
+
+def kwok_processes(name: str) -> list[Proc]:
+    pids = cluster_dir(name) / "kwok" / "clusters" / name / "pids"
+    procs = []
+    for pidfile in sorted(pids.glob("*.pid")) if pids.is_dir() else []:
+        with contextlib.suppress(ValueError, OSError):
+            proc = record(pidfile.stem, int(pidfile.read_text().strip()))
+            if proc is not None:
+                procs.append(proc)
+    return procs
+
+
+def up(
+    scheduler: str = "default",
+    name: str | None = None,
+    nodes: int = DEFAULT_NODES,
+    node_cpu: str = DEFAULT_NODE_CPU,
+    node_memory: str = DEFAULT_NODE_MEMORY,
+    node_gpu: int = DEFAULT_NODE_GPU,
+    build: bool = True,
+) -> ClusterInfo:
+    if scheduler not in SCHEDULERS:
+        raise ClusterError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULERS}")
+    name = name or default_name(scheduler)
+    t0 = time.monotonic()
+    bins = bin_dir(build=build)
+    mods = module_dirs(bins)
+    vers = versions(bins)
+
+    existing = ClusterInfo.load(name)
+    if existing is not None:
+        if existing.scheduler == scheduler and all(p.alive() for p in existing.processes):
+            log(f"cluster {name} is already running")
+            return existing
+        log(f"replacing stale or different cluster {name}")
+        down(name)
+    shutil.rmtree(cluster_dir(name), ignore_errors=True)
+    cdir = cluster_dir(name)
+    cdir.mkdir(parents=True)
+    workdir = cdir / "kwok"
+    info = ClusterInfo(
+        name=name,
+        scheduler=scheduler,
+        kubeconfig=str(workdir / "clusters" / name / "kubeconfig.yaml"),
+        processes=[],
+        started_at=time.time(),
+    )
+    info.save()
+    cluster = Cluster(info, bins)
+    try:
+        config = cdir / "kwok.yaml"
+        config.write_text(kwok_config(bins, mods, vers))
+        env = {
+            **os.environ,
+            "KWOK_WORKDIR": str(workdir),
+            # kwokctl looks kubectl up on PATH before it would download one.
+            "PATH": f"{bins}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        env.pop("KUBECONFIG", None)
+        env["KUBECACHEDIR"] = str(cdir / "kube-cache")
+        log(f"starting control plane for {name} ({scheduler})")
+        res = subprocess.run(
+            [
+                str(bins / "kwokctl"),
+                f"--config={config}",
+                "create",
+                "cluster",
+                f"--name={name}",
+                "--runtime=binary",
+                "--kubeconfig=",
+                "--wait=90s",
+                "--timeout=150s",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        (cdir / "kwokctl-create.log").write_text(res.stdout + res.stderr)
+        for proc in kwok_processes(name):
+            cluster.add_process(proc)
+        if res.returncode != 0:
+            raise ClusterError(f"kwokctl create cluster failed:\n{res.stderr[-3000:]}")
+
+        if scheduler == "scheduler-plugins":
+            start_scheduler_plugins(cluster, mods)
+        elif scheduler == "volcano":
+            start_volcano(cluster, mods)
+
+        names = [f"{NODE_PREFIX}{i}" for i in range(nodes)]
+        create_nodes(
+            cluster,
+            (node_manifest(n, node_cpu, node_memory, node_gpu, DEFAULT_NODE_PODS) for n in names),
+        )
+        wait_nodes_ready(cluster, names)
+        # Pods are rejected until the service account controller has created
+        # the namespace's `default` ServiceAccount.
+        wait_for(
+            "default ServiceAccount",
+            lambda: (
+                cluster.kubectl("get", "serviceaccount", "default", check=False).returncode == 0
+            ),
+            timeout=60,
+        )
+    except BaseException:
+        log(f"bring-up of {name} failed; stopping what was started (logs in {cdir})")
+        with contextlib.suppress(Exception):
+            stop_cluster_processes([*cluster.info.processes, *kwok_processes(name)])
+        raise
+    info.up_seconds = round(time.monotonic() - t0, 1)
+    info.save()
+    log(f"cluster {name} ({scheduler}) ready in {info.up_seconds}s")
+    return info
+
+
+def down(name: str) -> list[Proc]:
+    cdir = cluster_dir(name)
+    info = ClusterInfo.load(name)
+    procs: dict[tuple[int, int], Proc] = {}
+    for p in [*(info.processes if info else []), *kwok_processes(name)]:
+        procs[(p.pid, p.start_time)] = p
+    stopped = stop_cluster_processes(list(procs.values()))
+    for p in stopped:
+        log(f"stopped {p.name} (pid {p.pid})")
+    shutil.rmtree(cdir, ignore_errors=True)
+    return stopped
+
+
+def add_node(
+    name: str,
+    node: str,
+    cpu: str = DEFAULT_NODE_CPU,
+    memory: str = DEFAULT_NODE_MEMORY,
+    gpu: int = DEFAULT_NODE_GPU,
+) -> None:
+    info = ClusterInfo.load(name)
+    if info is None:
+        raise ClusterError(f"no cluster named {name}")
+    cluster = Cluster(info, bin_dir(build=False))
+    create_nodes(cluster, [node_manifest(node, cpu, memory, gpu, DEFAULT_NODE_PODS)])
+    wait_nodes_ready(cluster, [node])
+
+
+def status(name: str | None) -> int:
+    names = [name] if name else sorted(p.name for p in clusters_root().glob("*") if p.is_dir())
+    rc = 0
+    for n in names:
+        info = ClusterInfo.load(n)
+        if info is None:
+            print(f"{n}: not running")
+            rc = 1
+            continue
+        live = [p for p in info.processes if p.alive()]
+        state = "running" if len(live) == len(info.processes) else "degraded"
+        rc = rc if state == "running" else 1
+        print(f"{n}: {state} scheduler={info.scheduler} kubeconfig={info.kubeconfig}")
+        for p in info.processes:
+            alive = p.alive()
+            ports = " ".join(f"{ip}:{port}" for ip, port in listening_addresses(p.pid))
+            print(f"  {p.name:<24} pid {p.pid:<8} {'alive' if alive else 'gone':<6} {ports}")
+    return rc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_up = sub.add_parser("up", help="start a cluster and print `export KUBECONFIG=...`")
+    p_up.add_argument("--scheduler", choices=SCHEDULERS, default="default")
+    p_up.add_argument("--name", help="cluster name (default mpi-<scheduler>)")
+    p_up.add_argument("--nodes", type=int, default=DEFAULT_NODES)
+    p_up.add_argument("--node-cpu", default=DEFAULT_NODE_CPU)
+    p_up.add_argument("--node-memory", default=DEFAULT_NODE_MEMORY)
+    p_up.add_argument("--node-gpu", type=int, default=DEFAULT_NODE_GPU)
+    p_up.add_argument("--no-build", action="store_true", help="fail instead of building")
+    p_down = sub.add_parser("down", help="stop a cluster's processes and remove its state")
+    p_down.add_argument("--name")
+    p_down.add_argument("--scheduler", choices=SCHEDULERS)
+    p_down.add_argument("--all", action="store_true", help="every cluster under the cache dir")
+    p_status = sub.add_parser("status", help="show clusters and their processes")
+    p_status.add_argument("--name")
+    p_node = sub.add_parser("add-node", help="add a fake node to a running cluster")
+    p_node.add_argument("--name", required=True, help="cluster name")
+    p_node.add_argument("node")
+    p_node.add_argument("--cpu", default=DEFAULT_NODE_CPU)
+    p_node.add_argument("--memory", default=DEFAULT_NODE_MEMORY)
+    p_node.add_argument("--gpu", type=int, default=DEFAULT_NODE_GPU)
+    args = parser.parse_args(argv)
+
+    try:
+        if args.cmd == "up":
+            info = up(
+                scheduler=args.scheduler,
+                name=args.name,
+                nodes=args.nodes,
+                node_cpu=args.node_cpu,
+                node_memory=args.node_memory,
+                node_gpu=args.node_gpu,
+                build=not args.no_build,
+            )
+            print(f"export KUBECONFIG={info.kubeconfig}", flush=True)
+        elif args.cmd == "down":
+            if args.all:
+                targets = sorted(p.name for p in clusters_root().glob("*") if p.is_dir())
+            elif args.name or args.scheduler:
+                targets = [args.name or default_name(args.scheduler)]
+            else:
+                parser.error("down needs --name, --scheduler or --all")
+            for target in targets:
+                down(target)
+        elif args.cmd == "status":
+            return status(args.name)
+        elif args.cmd == "add-node":
+            add_node(args.name, args.node, args.cpu, args.memory, args.gpu)
+    except ClusterError as exc:
+        log(f"error: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,494 @@
+"""Clusters for the end-to-end tests, whatever provides them.
+
+Providers, chosen by environment:
+
+* default: local clusters from hack/cluster/localcluster.py (kwok fake nodes,
+  real control plane, real gang schedulers), one per scheduler flavour, started
+  on first use and stopped at the end of the session.
+* ``USE_EXISTING_CLUSTER=1``: the cluster in ``KUBECONFIG`` serves every
+  flavour; nothing is started or stopped. Flavours whose CRDs are missing, and
+  tests that need fake nodes on a cluster without kwok, are skipped.
+* ``E2E_PROVIDER=kind``: kind clusters with Volcano / scheduler-plugins
+  installed from their release manifests. Skipped when ``docker info`` fails.
+
+What operator tests reuse: the ``local_cluster`` factory (or the ``cluster``,
+``volcano_cluster`` and ``coscheduling_cluster`` shortcuts) returning an
+:class:`E2ECluster` (kubeconfig path, API client, ``add_node``), the
+``namespace_factory`` / ``namespace`` fixtures, ``node_factory`` for nodes
+that are removed after the test, :func:`wait_until`, and :func:`sim_pod_spec`
+for pods whose outcome the kwok simulation (or a real kubelet) decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER_TOOL = REPO / "hack" / "cluster" / "localcluster.py"
+
+FLAVOURS = ("default", "volcano", "scheduler-plugins")
+SCHEDULER_NAMES = {
+    "default": "default-scheduler",
+    "volcano": "volcano",
+    "scheduler-plugins": "scheduler-plugins-scheduler",
+}
+# A CRD whose presence shows that a flavour's scheduler is installed.
+FLAVOUR_CRDS = {
+    "volcano": "podgroups.scheduling.volcano.sh",
+    "scheduler-plugins": "podgroups.scheduling.x-k8s.io",
+}
+SIM = "sim.mpi-operator.dev/"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+UP_TIMEOUT = float(os.environ.get("E2E_CLUSTER_UP_TIMEOUT", "600"))
+
+T = TypeVar("T")
+
+
+def load_cluster_tool() -> ModuleType:
+    """hack/cluster/localcluster.py as a module (it is not a package)."""
+    name = "mpi_operator_localcluster"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, CLUSTER_TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def wait_until(
+    predicate: Callable[[], T | None],
+    timeout: float = 30.0,
+    interval: float = 0.25,
+    message: str | Callable[[], str] = "condition",
+) -> T:
+    """Polls `predicate` until it returns a truthy value, which is returned.
+
+    API errors count as "not yet" so that a check can race object creation.
+    On timeout the test fails with `message` (a callable is evaluated then, so
+    it can describe the state that was seen).
+    """
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except ApiException as exc:
+            last_error = exc
+        if time.monotonic() >= deadline:
+            text = message() if callable(message) else message
+            suffix = f" (last API error: {last_error})" if last_error else ""
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {text}{suffix}")
+        time.sleep(interval)
+
+
+def sim_pod_spec(
+    *,
+    exit_code: int | None = None,
+    run_for: str | None = None,
+    hold: bool = False,
+    cpu: str = "100m",
+    memory: str = "64Mi",
+    gpu: int = 0,
+    restart_policy: str = "Never",
+    scheduler_name: str | None = None,
+    name: str = "main",
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """Annotations and a pod spec whose outcome is the same under kwok and kind.
+
+    kwok acts on the ``sim.mpi-operator.dev/`` annotations; a real kubelet runs
+    the equivalent shell command instead.
+    """
+    annotations: dict[str, str] = {}
+    script = "sleep infinity"
+    seconds = run_for or "1s"
+    if exit_code is not None:
+        annotations[SIM + "exit-code"] = str(exit_code)
+        script = f"sleep {_seconds(seconds)}; exit {exit_code}"
+    elif hold:
+        annotations[SIM + "hold"] = "true"
+    elif run_for is not None:
+        script = f"sleep {_seconds(seconds)}"
+    if run_for is not None:
+        annotations[SIM + "run-for"] = run_for
+    limits = {"cpu": cpu, "memory": memory}
+    if gpu:
+        limits["nvidia.com/gpu"] = str(gpu)
+    spec: dict[str, Any] = {
+        "restartPolicy": restart_policy,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": name,
+                "image": "busybox:1.36",
+                "command": ["sh", "-c", script],
+                "resources": {"requests": dict(limits), "limits": limits},
+            }
+        ],
+    }
+    if scheduler_name:
+        spec["schedulerName"] = scheduler_name
+    return annotations, spec
+
+
+def _seconds(duration: str) -> int:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    for unit in ("ms", "s", "m", "h"):
+        if duration.endswith(unit) and duration[: -len(unit)].replace(".", "").isdigit():
+            return max(1, round(float(duration[: -len(unit)]) * units[unit]))
+    raise ValueError(f"unsupported duration {duration!r}")
+
+
+@dataclass
+class E2ECluster:
+    """A cluster the tests talk to, whatever provider made it."""
+
+    name: str
+    flavour: str
+    kubeconfig: str
+    provider: str
+    api: k8s.ApiClient
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scheduler_name(self) -> str:
+        """schedulerName that routes pods to this flavour's scheduler."""
+        return SCHEDULER_NAMES[self.flavour]
+
+    @property
+    def core(self) -> k8s.CoreV1Api:
+        return k8s.CoreV1Api(self.api)
+
+    @property
+    def batch(self) -> k8s.BatchV1Api:
+        return k8s.BatchV1Api(self.api)
+
+    @property
+    def custom(self) -> k8s.CustomObjectsApi:
+        return k8s.CustomObjectsApi(self.api)
+
+    @property
+    def fake_nodes(self) -> bool:
+        """Whether Node objects created by tests become Ready (kwok manages them)."""
+        if self.provider == "local":
+            return True
+        nodes = self.core.list_node().items
+        return any(
+            n.metadata is not None and (n.metadata.annotations or {}).get(KWOK_NODE_ANNOTATION)
+            for n in nodes
+        )
+
+    def require_simulation(self) -> None:
+        """Skips the test unless kwok simulates this cluster's pods (annotations act)."""
+        if not self.fake_nodes:
+            pytest.skip(f"{self.provider} cluster {self.name} runs real containers, not kwok")
+
+    def add_node(
+        self,
+        name: str,
+        cpu: str = "8",
+        memory: str = "32Gi",
+        gpu: int = 0,
+        labels: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> str:
+        """Creates a fake node with the given capacity and waits until it is Ready."""
+        if not self.fake_nodes:
+            pytest.skip(f"{self.provider} cluster {self.name} has no kwok to simulate nodes")
+        capacity = {"cpu": cpu, "memory": memory, "pods": "110"}
+        if gpu:
+            capacity["nvidia.com/gpu"] = str(gpu)
+        body = k8s.V1Node(
+            metadata=k8s.V1ObjectMeta(
+                name=name,
+                annotations={KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                labels={
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "type": "kwok",
+                    **(labels or {}),
+                },
+            ),
+            # No addresses: kwok reports 127.0.0.1, never a routable IP.
+            status=k8s.V1NodeStatus(capacity=capacity, allocatable=dict(capacity)),
+        )
+        self.core.create_node(body)
+
+        def ready() -> bool:
+            status = self.core.read_node(name).status
+            conditions = (status.conditions if status else None) or []
+            return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+        wait_until(ready, timeout, message=f"node {name} to become Ready")
+        return name
+
+    def to_dict(self, obj: object) -> Any:
+        """An API model as the camelCase dict the API server speaks."""
+        return self.api.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+
+    def create_pod(self, namespace: str, manifest: dict[str, Any]) -> None:
+        body = k8s.V1Pod.from_dict(manifest)
+        assert body is not None
+        self.core.create_namespaced_pod(namespace, body)
+
+    def create_job(self, namespace: str, manifest: dict[str, Any]) -> None:
+        body = k8s.V1Job.from_dict(manifest)
+        assert body is not None
+        self.batch.create_namespaced_job(namespace, body)
+
+    def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        pod: dict[str, Any] = self.to_dict(self.core.read_namespaced_pod(name, namespace))
+        return pod
+
+    def list_pods(self, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        pods = self.core.list_namespaced_pod(namespace, label_selector=label_selector or None)
+        return [self.to_dict(p) for p in pods.items]
+
+    def get_job(self, namespace: str, name: str) -> dict[str, Any]:
+        job: dict[str, Any] = self.to_dict(self.batch.read_namespaced_job(name, namespace))
+        return job
+
+    def events_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        found = self.core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={name}"
+        )
+        return [self.to_dict(e) for e in found.items]
+
+    def create_custom(
+        self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]
+    ) -> None:
+        self.custom.create_namespaced_custom_object(group, version, namespace, plural, body)
+
+    def get_custom(
+        self, group: str, version: str, namespace: str, plural: str, name: str
+    ) -> dict[str, Any]:
+        obj: dict[str, Any] = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]
+            group, version, namespace, plural, name
+        )
+        return obj
+
+    def delete_node(self, name: str) -> None:
+        with contextlib.suppress(ApiException):
+            self.core.delete_node(name)
+
+    def has_crd(self, name: str) -> bool:
+        try:
+            k8s.ApiextensionsV1Api(self.api).read_custom_resource_definition(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+
+def _api_client(kubeconfig: str) -> k8s.ApiClient:
+    api: k8s.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig
+    )
+    return api
+
+
+def _docker_available() -> tuple[bool, str]:
+    if shutil.which("docker") is None:
+        return False, "the docker CLI is not installed"
+    try:
+        res = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"`docker info` failed: {exc}"
+    if res.returncode != 0:
+        reason = (res.stderr or res.stdout).strip().splitlines()
+        return False, f"`docker info` failed: {reason[-1] if reason else res.returncode}"
+    return True, ""
+
+
+class ClusterProvider:
+    """Starts (or finds) one cluster per flavour and stops what it started."""
+
+    def __init__(self) -> None:
+        self.clusters: dict[str, E2ECluster] = {}
+        self.started: list[Callable[[], None]] = []
+        self.failed: dict[str, str] = {}
+        if os.environ.get("USE_EXISTING_CLUSTER") in ("1", "true", "yes"):
+            self.provider = "existing"
+        else:
+            self.provider = os.environ.get("E2E_PROVIDER", "local")
+        if self.provider not in ("local", "existing", "kind"):
+            raise pytest.UsageError(f"unknown E2E_PROVIDER {self.provider!r}")
+
+    def get(self, flavour: str) -> E2ECluster:
+        if flavour not in FLAVOURS:
+            raise ValueError(f"unknown flavour {flavour!r}; one of {FLAVOURS}")
+        if flavour in self.failed:
+            pytest.fail(f"{flavour} cluster failed to start earlier: {self.failed[flavour]}")
+        if flavour not in self.clusters:
+            try:
+                self.clusters[flavour] = getattr(self, f"_{self.provider}")(flavour)
+            except pytest.skip.Exception:
+                raise
+            except Exception as exc:
+                self.failed[flavour] = str(exc)
+                raise
+        return self.clusters[flavour]
+
+    def close(self) -> None:
+        if os.environ.get("E2E_KEEP_CLUSTERS") in ("1", "true", "yes"):
+            # Left running for inspection; the next session reuses them.
+            self.started.clear()
+        for stop in reversed(self.started):
+            with contextlib.suppress(Exception):
+                stop()
+        for c in self.clusters.values():
+            with contextlib.suppress(Exception):
+                c.api.close()  # type: ignore[no-untyped-call]
+
+    def _existing(self, flavour: str) -> E2ECluster:
+        kubeconfig = os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config"))
+        if not Path(kubeconfig.split(os.pathsep)[0]).is_file():
+            pytest.skip(f"USE_EXISTING_CLUSTER=1 but kubeconfig {kubeconfig} does not exist")
+        cluster = E2ECluster("existing", flavour, kubeconfig, "existing", _api_client(kubeconfig))
+        crd = FLAVOUR_CRDS.get(flavour)
+        if crd and not cluster.has_crd(crd):
+            pytest.skip(f"existing cluster has no {crd}: {flavour} is not installed")
+        return cluster
+
+    def _local(self, flavour: str) -> E2ECluster:
+        tool = load_cluster_tool()
+        # Named apart from the `make cluster-up` clusters so a developer's
+        # running cluster is never replaced by the test session.
+        name = f"{os.environ.get('E2E_CLUSTER_PREFIX', 'e2e')}-{flavour}"
+        cmd = [sys.executable, str(CLUSTER_TOOL), "up", "--scheduler", flavour, "--name", name]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=UP_TIMEOUT, check=False)
+        self.started.append(lambda: tool.down(name))
+        if res.returncode != 0:
+            raise RuntimeError(f"`{' '.join(cmd)}` failed:\n{res.stderr[-4000:]}")
+        last = res.stdout.strip().splitlines()[-1]
+        assert last.startswith("export KUBECONFIG="), res.stdout
+        kubeconfig = last.removeprefix("export KUBECONFIG=")
+        info = tool.ClusterInfo.load(name)
+        state = {"processes": [dict(vars(p)) for p in info.processes]}
+        return E2ECluster(name, flavour, kubeconfig, "local", _api_client(kubeconfig), state)
+
+    def _kind(self, flavour: str) -> E2ECluster:
+        ok, reason = _docker_available()
+        if not ok:
+            pytest.skip(f"E2E_PROVIDER=kind needs a container engine: {reason}")
+        for tool in ("kind", "kubectl"):
+            if shutil.which(tool) is None:
+                pytest.skip(f"E2E_PROVIDER=kind needs `{tool}` on PATH")
+        name = f"mpi-e2e-{flavour}"
+        kubeconfig = str(Path(os.environ.get("TMPDIR", "/tmp")) / f"kubeconfig-{name}")
+        subprocess.run(
+            [
+                "kind",
+                "create",
+                "cluster",
+                f"--name={name}",
+                f"--kubeconfig={kubeconfig}",
+                "--wait=2m",
+            ],
+            check=True,
+            timeout=UP_TIMEOUT,
+        )
+
+        def delete() -> None:
+            subprocess.run(["kind", "delete", "cluster", f"--name={name}"], timeout=300)
+
+        self.started.append(delete)
+        install = KIND_INSTALLERS.get(flavour)
+        if install:
+            install(kubeconfig)
+        return E2ECluster(name, flavour, kubeconfig, "kind", _api_client(kubeconfig))
+
+
+def _kubectl(kubeconfig: str, *args: str, timeout: float = 300) -> None:
+    subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", *args], check=True, timeout=timeout)
+
+
+def _module_dir(module: str, version_key: str) -> Path:
+    """Directory of a pinned Go module (downloaded on demand by `go`)."""
+    if shutil.which("go") is None:
+        pytest.skip(f"E2E_PROVIDER=kind reads {module}'s release manifests with `go`")
+    res = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{_pinned(version_key)}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    return Path(json.loads(res.stdout)["Dir"])
+
+
+def _kind_volcano(kubeconfig: str) -> None:
+    # The release's all-in-one manifest (release images, admission webhooks).
+    manifest = _module_dir("volcano.sh/volcano", "VOLCANO_VERSION") / "installer"
+    _kubectl(kubeconfig, "apply", "--server-side", "-f", str(manifest / "volcano-development.yaml"))
+    _kubectl(
+        kubeconfig,
+        "-n",
+        "volcano-system",
+        "wait",
+        "--for=condition=Available",
+        "deployment",
+        "--all",
+        "--timeout=300s",
+    )
+
+
+def _kind_scheduler_plugins(kubeconfig: str) -> None:
+    if shutil.which("helm") is None:
+        pytest.skip("E2E_PROVIDER=kind with scheduler-plugins needs `helm` on PATH")
+    # The release's "as-a-second-scheduler" chart: scheduler name
+    # scheduler-plugins-scheduler with Coscheduling, release images.
+    sp = _module_dir("sigs.k8s.io/scheduler-plugins", "SCHEDULER_PLUGINS_VERSION")
+    chart = sp / "manifests" / "install" / "charts" / "as-a-second-scheduler"
+    subprocess.run(
+        [
+            "helm",
+            "install",
+            "scheduler-plugins",
+            str(chart),
+            "--kubeconfig",
+            kubeconfig,
+            "--namespace",
+            "scheduler-plugins",
+            "--create-namespace",
+            "--wait",
+            "--timeout=5m",
+        ],
+        check=True,
+        timeout=600,
+    )
+
+
+KIND_INSTALLERS: dict[str, Callable[[str], None]] = {
+    "volcano": _kind_volcano,
+    "scheduler-plugins": _kind_scheduler_plugins,
+}
+
+
+def _pinned(key: str) -> str:
+    for line in (REPO / "hack" / "cluster" / "versions.env").read_text().splitlines():
+        if line.startswith(f"{key}="):
+            return line.split("=", 1)[1].strip()
+    raise KeyError(key)

@@ -1,0 +1,108 @@
+"""Fixtures for the end-to-end tests; the machinery lives in clusters.py.
+
+``local_cluster("volcano")`` returns the session's cluster of a flavour
+(started on first use, stopped at session end); ``cluster``,
+``volcano_cluster`` and ``coscheduling_cluster`` are shortcuts. Each test gets
+fresh namespaces from ``namespace_factory`` (or ``namespace`` on the default
+cluster) and fake nodes from ``node_factory``; both are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from .clusters import ClusterProvider, E2ECluster, wait_until
+
+# --- fixtures ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def cluster_provider() -> Iterator[ClusterProvider]:
+    provider = ClusterProvider()
+    try:
+        yield provider
+    finally:
+        provider.close()
+
+
+@pytest.fixture(scope="session")
+def local_cluster(cluster_provider: ClusterProvider) -> Callable[[str], E2ECluster]:
+    """Factory: ``local_cluster("volcano")`` returns the session's cluster of that flavour."""
+    return cluster_provider.get
+
+
+@pytest.fixture
+def cluster(local_cluster: Callable[[str], E2ECluster]) -> E2ECluster:
+    return local_cluster("default")
+
+
+@pytest.fixture
+def volcano_cluster(local_cluster: Callable[[str], E2ECluster]) -> E2ECluster:
+    return local_cluster("volcano")
+
+
+@pytest.fixture
+def coscheduling_cluster(local_cluster: Callable[[str], E2ECluster]) -> E2ECluster:
+    return local_cluster("scheduler-plugins")
+
+
+@pytest.fixture
+def namespace_factory(request: pytest.FixtureRequest) -> Iterator[Callable[[E2ECluster], str]]:
+    """Creates a fresh namespace in a cluster; every one is deleted after the test."""
+    created: list[tuple[E2ECluster, str]] = []
+
+    def make(c: E2ECluster) -> str:
+        base = request.node.name.lower()
+        base = "".join(ch if ch.isalnum() else "-" for ch in base).strip("-")[:40].strip("-")
+        name = f"{base}-{uuid.uuid4().hex[:6]}"
+        c.core.create_namespace(
+            k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={"e2e": "true"}))
+        )
+        created.append((c, name))
+
+        def has_default_sa() -> bool:
+            # Pods are refused until the namespace's default ServiceAccount exists.
+            c.core.read_namespaced_service_account("default", name)
+            return True
+
+        wait_until(has_default_sa, 30, message=f"default ServiceAccount in {name}")
+        return name
+
+    yield make
+    for c, name in created:
+        with contextlib.suppress(ApiException):
+            c.core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture
+def namespace(cluster: E2ECluster, namespace_factory: Callable[[E2ECluster], str]) -> str:
+    return namespace_factory(cluster)
+
+
+@pytest.fixture
+def node_factory() -> Iterator[Callable[..., str]]:
+    """``node_factory(cluster, name, cpu=..., ...)``: a fake node deleted after the test."""
+    created: list[tuple[E2ECluster, str]] = []
+
+    def make(c: E2ECluster, name: str, **kwargs: Any) -> str:
+        created.append((c, name))
+        return c.add_node(name, **kwargs)
+
+    yield make
+    for c, name in created:
+        c.delete_node(name)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(here) and not item.get_closest_marker("e2e"):
+            raise pytest.UsageError(f"{item.nodeid}: every test under tests/e2e must be marked e2e")
