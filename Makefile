@@ -34,6 +34,7 @@ test: lint typecheck
 # Regenerate committed artefacts from their single sources of truth.
 generate: venv
 	$(PY) -m mpi_operator.api.crd > crds/kubeflow.org_mpijobs.yaml
+	bash hack/render-deploy.sh
 
 verify-generate: venv
 	$(PY) -m mpi_operator.api.crd | diff -u crds/kubeflow.org_mpijobs.yaml -

@@ -1,0 +1,46 @@
+# The operator image. The virtualenv is built in a throw-away stage and copied onto the same
+# base image, so its interpreter symlinks resolve and nothing used to build ships.
+#
+#   docker build -t mpi-operator:latest .
+#
+# The deploy manifests (deploy/) run it as uid 65532 with a read-only root filesystem.
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+WORKDIR /src
+# Only what the wheel is built from: pyproject.toml reads README.md, and crds/ is packaged.
+COPY pyproject.toml README.md ./
+COPY crds/ crds/
+COPY gang/ gang/
+COPY mpi_operator/ mpi_operator/
+# Binary wheels only: a dependency that would need a compiler fails the build here instead of
+# pulling a toolchain in. pip compiles the bytecode at install time, which the read-only root
+# filesystem needs (nothing can be written at run time).
+RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+ && python -m venv /opt/venv \
+ && /opt/venv/bin/pip install --only-binary=:all: /wheels/*.whl \
+ && /opt/venv/bin/pip uninstall --yes pip \
+ && /opt/venv/bin/mpi-operator --version
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="mpi-operator" \
+      org.opencontainers.image.description="Kubernetes operator for kubeflow.org/v2beta1 MPIJobs" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# The operator installs nothing at run time: drop the base image's packaging tools, and give
+# the numeric user a name so tools that look it up do not fail.
+RUN python -m pip uninstall --yes --root-user-action=ignore pip setuptools wheel \
+ && groupadd --system --gid 65532 nonroot \
+ && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin nonroot
+COPY --from=builder /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# Numeric, so the kubelet can verify runAsNonRoot without reading /etc/passwd.
+USER 65532:65532
+# /healthz and /readyz; /metrics with --monitoring-port=8081 (as deploy/ sets it).
+EXPOSE 8080 8081
+ENTRYPOINT ["mpi-operator"]

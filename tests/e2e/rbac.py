@@ -1,0 +1,244 @@
+"""Run as the shipped ServiceAccount: its ClusterRole, and nothing an admin kubeconfig adds.
+
+:func:`service_account_kubeconfig` applies ``deploy/base``'s ServiceAccount, ClusterRole and
+ClusterRoleBinding (read from the files, so a test exercises exactly what ships) and writes a
+kubeconfig that authenticates with a bound token for that ServiceAccount. A client or an operator
+process given that kubeconfig can do what the ClusterRole allows and is refused the rest, as in a
+real install; an admin kubeconfig would hide a missing rule until production.
+
+The binding is named after the namespace, because a cluster-scoped object shared by two tests
+would end up pointing at one test's ServiceAccount only; remove it with
+:func:`delete_service_account_binding`. :func:`install_mpijob_crd` installs the project's CRD,
+without which there are no MPIJobs to list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY_BASE = REPO / "deploy" / "base"
+CRD_FILE = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
+MPIJOB_CRD = "mpijobs.kubeflow.org"
+# The API server's minimum is 600 s; an hour outlasts any test session's use of one kubeconfig.
+TOKEN_SECONDS = 3600
+
+Manifest = dict[str, Any]
+
+
+def load_manifest(name: str) -> Manifest:
+    """One object from ``deploy/base/<name>``."""
+    document = yaml.safe_load((DEPLOY_BASE / name).read_text())
+    if not isinstance(document, dict):
+        raise ValueError(f"{DEPLOY_BASE / name}: expected one object")
+    return document
+
+
+def binding_name(namespace: str) -> str:
+    return f"{load_manifest('cluster-role-binding.yaml')['metadata']['name']}-{namespace}"
+
+
+def service_account_kubeconfig(
+    cluster_kubeconfig_path: str,
+    namespace: str,
+    workdir: Path,
+    *,
+    token_seconds: int = TOKEN_SECONDS,
+) -> Path:
+    """Apply the shipped RBAC with its ServiceAccount in ``namespace``; return a kubeconfig
+    for that ServiceAccount against the same API server (written under ``workdir``)."""
+    account = load_manifest("service-account.yaml")
+    role = load_manifest("cluster-role.yaml")
+    binding = load_manifest("cluster-role-binding.yaml")
+    account_name = account["metadata"]["name"]
+    account["metadata"]["namespace"] = namespace
+    binding["metadata"]["name"] = binding_name(namespace)
+    for subject in binding["subjects"]:
+        if subject.get("kind") == "ServiceAccount":
+            subject["namespace"] = namespace
+
+    api = _admin_client(cluster_kubeconfig_path)
+    try:
+        core = k8s.CoreV1Api(api)
+        rbac = k8s.RbacAuthorizationV1Api(api)
+        with _exists_ok():
+            core.create_namespaced_service_account(namespace, typed(k8s.V1ServiceAccount, account))
+        _create_or_replace(
+            k8s.V1ClusterRole,
+            rbac.create_cluster_role,
+            rbac.read_cluster_role,
+            rbac.replace_cluster_role,
+            role,
+        )
+        _create_or_replace(
+            k8s.V1ClusterRoleBinding,
+            rbac.create_cluster_role_binding,
+            rbac.read_cluster_role_binding,
+            rbac.replace_cluster_role_binding,
+            binding,
+        )
+        request = k8s.AuthenticationV1TokenRequest(
+            spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=token_seconds)
+        )
+        issued = core.create_namespaced_service_account_token(account_name, namespace, request)
+        assert issued.status is not None, "TokenRequest answered without a token"
+        token = issued.status.token
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+
+    user = f"system:serviceaccount:{namespace}:{account_name}"
+    cluster_name, cluster = _current_cluster(cluster_kubeconfig_path)
+    kubeconfig: Manifest = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name, "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": account_name,
+                "context": {"cluster": cluster_name, "user": user, "namespace": namespace},
+            }
+        ],
+        "current-context": account_name,
+    }
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / f"{namespace}-{account_name}.kubeconfig"
+    # A bearer token: readable by its owner only, as kubectl writes kubeconfigs.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        yaml.safe_dump(kubeconfig, out, sort_keys=False)
+    return path
+
+
+def delete_service_account_binding(cluster_kubeconfig_path: str, namespace: str) -> None:
+    """Remove the binding :func:`service_account_kubeconfig` made for ``namespace``.
+
+    The ServiceAccount goes with its namespace; the ClusterRole stays, as other namespaces'
+    bindings may use it."""
+    api = _admin_client(cluster_kubeconfig_path)
+    try:
+        with contextlib.suppress(ApiException):
+            k8s.RbacAuthorizationV1Api(api).delete_cluster_role_binding(binding_name(namespace))
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+
+
+def install_mpijob_crd(api: k8s.ApiClient, timeout: float = 60.0) -> None:
+    """Make the cluster's MPIJob CRD the one in ``crds/`` (a kept cluster may hold an older
+    one) and wait until it is served."""
+    extensions = k8s.ApiextensionsV1Api(api)
+    # The typed API takes models only; this one keeps every field of the CRD, x-kubernetes-*
+    # extensions included.
+    _create_or_replace(
+        k8s.V1CustomResourceDefinition,
+        extensions.create_custom_resource_definition,
+        extensions.read_custom_resource_definition,
+        extensions.replace_custom_resource_definition,
+        yaml.safe_load(CRD_FILE.read_text()),
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        crd = extensions.read_custom_resource_definition(MPIJOB_CRD)
+        conditions = (crd.status.conditions if crd.status else None) or []
+        if any(c.type == "Established" and c.status == "True" for c in conditions):
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"CRD {MPIJOB_CRD} not Established after {timeout:.0f}s")
+        time.sleep(0.2)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _admin_client(kubeconfig: str) -> k8s.ApiClient:
+    api: k8s.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig
+    )
+    return api
+
+
+M = TypeVar("M")
+
+
+def typed(model: type[M], manifest: Manifest) -> M:
+    """The typed object the client's API methods take (they refuse plain dicts)."""
+    built: M | None = model.from_dict(manifest)  # type: ignore[attr-defined]
+    if built is None:
+        raise ValueError(f"not a {model.__name__}: {manifest}")
+    return built
+
+
+@contextlib.contextmanager
+def _exists_ok() -> Iterator[None]:
+    try:
+        yield
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def _create_or_replace(
+    model: Any, create: Any, read: Any, replace: Any, manifest: Manifest
+) -> None:
+    """Make the cluster's object the file's (a role from an earlier run may be stale)."""
+    name = manifest["metadata"]["name"]
+    for _ in range(5):
+        try:
+            create(typed(model, manifest))
+            return
+        except ApiException as error:
+            if error.status != 409:
+                raise
+        body = copy.deepcopy(manifest)
+        body["metadata"]["resourceVersion"] = read(name).metadata.resource_version
+        try:
+            replace(name, typed(model, body))
+            return
+        except ApiException as error:
+            if error.status not in (404, 409):  # deleted or changed meanwhile: start over
+                raise
+    raise RuntimeError(f"could not apply {manifest['kind']} {name}: kept conflicting")
+
+
+def _current_cluster(kubeconfig: str) -> tuple[str, Manifest]:
+    """The current context's cluster entry, with file paths made absolute.
+
+    ``kubeconfig`` may be a ``KUBECONFIG``-style list; as with kubectl, the first file that
+    names a context, cluster or current-context wins."""
+    clusters: dict[str, Manifest] = {}
+    contexts: dict[str, Manifest] = {}
+    current = ""
+    for part in kubeconfig.split(os.pathsep):
+        if not part:
+            continue
+        path = Path(part).expanduser().resolve()
+        document = yaml.safe_load(path.read_text()) or {}
+        for entry in document.get("clusters") or []:
+            cluster = dict(entry.get("cluster") or {})
+            authority = cluster.get("certificate-authority")
+            if authority and not Path(authority).is_absolute():
+                # Relative paths in a kubeconfig are relative to the file itself.
+                cluster["certificate-authority"] = str(path.parent / authority)
+            clusters.setdefault(entry["name"], cluster)
+        for entry in document.get("contexts") or []:
+            contexts.setdefault(entry["name"], entry.get("context") or {})
+        current = current or document.get("current-context") or ""
+    if not current and len(contexts) == 1:
+        current = next(iter(contexts))
+    if current not in contexts:
+        raise ValueError(f"{kubeconfig}: no current context")
+    name = contexts[current].get("cluster", "")
+    if name not in clusters:
+        raise ValueError(f"{kubeconfig}: context {current} names unknown cluster {name!r}")
+    return name, clusters[name]

@@ -1,0 +1,354 @@
+"""The shipped ClusterRole, bound to the shipped ServiceAccount, on a real API server: it allows
+what the operator does (including the resume path's jobs/status write, which upstream's role
+lacks) and refuses everything else."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from .clusters import SIM, E2ECluster, sim_pod_spec, wait_until
+from .rbac import (
+    delete_service_account_binding,
+    install_mpijob_crd,
+    load_manifest,
+    service_account_kubeconfig,
+    typed,
+)
+
+pytestmark = pytest.mark.e2e
+
+MPIJOBS = ("kubeflow.org", "v2beta1", "mpijobs")
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+# Resources the operator never touches; any verb on them must be refused.
+NOT_GRANTED = (
+    ("", "nodes"),
+    ("", "namespaces"),
+    ("", "pods/exec"),
+    ("", "serviceaccounts/token"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("rbac.authorization.k8s.io", "clusterroles"),
+    ("events.k8s.io", "events"),
+    ("scheduling.volcano.sh", "queues"),
+)
+
+
+@pytest.fixture
+def operator_kubeconfig(cluster: E2ECluster, namespace: str, tmp_path: Path) -> Iterator[Path]:
+    """A kubeconfig for the operator's ServiceAccount, bound to the shipped ClusterRole."""
+    install_mpijob_crd(cluster.api)
+    try:
+        yield service_account_kubeconfig(cluster.kubeconfig, namespace, tmp_path)
+    finally:
+        delete_service_account_binding(cluster.kubeconfig, namespace)
+
+
+@pytest.fixture
+def operator_api(operator_kubeconfig: Path, namespace: str) -> Iterator[k8s.ApiClient]:
+    """An API client authenticated as the operator's ServiceAccount in ``namespace``."""
+    api: k8s.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(operator_kubeconfig)
+    )
+    try:
+        # The authorizer learns of a new binding through its informers, a moment later.
+        wait_until(
+            lambda: allowed(api, "kubeflow.org", "mpijobs", "list", namespace),
+            10,
+            message="the ClusterRoleBinding to take effect",
+        )
+        yield api
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+
+
+def allowed(api: k8s.ApiClient, group: str, resource: str, verb: str, namespace: str) -> bool:
+    """The API server's answer to "may I?" for the client's own identity."""
+    plural, _, subresource = resource.partition("/")
+    review = k8s.V1SelfSubjectAccessReview(
+        spec=k8s.V1SelfSubjectAccessReviewSpec(
+            resource_attributes=k8s.V1ResourceAttributes(
+                group=group,
+                resource=plural,
+                subresource=subresource or None,
+                verb=verb,
+                namespace=namespace,
+            )
+        )
+    )
+    answer = k8s.AuthorizationV1Api(api).create_self_subject_access_review(review)
+    return bool(answer.status and answer.status.allowed)
+
+
+def as_dict(api: k8s.ApiClient, model: object) -> dict[str, Any]:
+    """A typed object as the camelCase dict the API server speaks."""
+    found: dict[str, Any] = api.sanitize_for_serialization(model)  # type: ignore[no-untyped-call]
+    return found
+
+
+def forbidden(call: Any, *args: Any, **kwargs: Any) -> None:
+    with pytest.raises(ApiException) as refused:
+        call(*args, **kwargs)
+    assert refused.value.status == 403, refused.value
+
+
+def mpijob(name: str) -> dict[str, Any]:
+    def role(container: str) -> dict[str, Any]:
+        return {
+            "replicas": 1,
+            "template": {"spec": {"containers": [{"name": container, "image": "busybox:1.36"}]}},
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": {"mpiReplicaSpecs": {"Launcher": role("launcher"), "Worker": role("worker")}},
+    }
+
+
+def test_authenticates_as_the_service_account(operator_api: k8s.ApiClient, namespace: str) -> None:
+    review = k8s.AuthenticationV1Api(operator_api).create_self_subject_review(
+        k8s.V1SelfSubjectReview()
+    )
+    account = load_manifest("service-account.yaml")["metadata"]["name"]
+    assert review.status is not None and review.status.user_info is not None
+    assert review.status.user_info.username == f"system:serviceaccount:{namespace}:{account}"
+
+
+def test_lists_mpijobs_everywhere_and_manages_pods(
+    cluster: E2ECluster, operator_api: k8s.ApiClient, namespace: str
+) -> None:
+    cluster.create_custom(*MPIJOBS[:2], namespace, MPIJOBS[2], mpijob("probe"))
+    listed: dict[str, Any] = k8s.CustomObjectsApi(  # type: ignore[assignment]
+        operator_api
+    ).list_cluster_custom_object(*MPIJOBS)
+    names = {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in listed["items"]}
+    assert (namespace, "probe") in names
+
+    core = k8s.CoreV1Api(operator_api)
+    annotations, spec = sim_pod_spec(hold=True)
+    manifest = {"metadata": {"name": "worker", "annotations": annotations}, "spec": spec}
+    core.create_namespaced_pod(namespace, typed(k8s.V1Pod, manifest))
+    pod = as_dict(operator_api, core.read_namespaced_pod("worker", namespace))
+    assert pod["metadata"]["name"] == "worker"
+    core.delete_namespaced_pod("worker", namespace, grace_period_seconds=0)
+
+
+def test_nodes_are_forbidden(cluster: E2ECluster, operator_api: k8s.ApiClient) -> None:
+    nodes = cluster.to_dict(cluster.core.list_node())["items"]
+    node = nodes[0]["metadata"]["name"]
+    core = k8s.CoreV1Api(operator_api)
+    forbidden(core.list_node)
+    forbidden(core.read_node, node)
+    forbidden(core.delete_node, node)
+    assert "deletionTimestamp" not in cluster.to_dict(cluster.core.read_node(node))["metadata"]
+
+
+def test_resume_path_clears_the_launcher_start_time(
+    cluster: E2ECluster, operator_api: k8s.ApiClient, namespace: str
+) -> None:
+    """Suspend a started Job, clear its status.startTime (jobs/status), then change its pod
+    template and resume it: what the operator does to the launcher Job on resume."""
+    batch = k8s.BatchV1Api(operator_api)
+
+    def read() -> dict[str, Any]:
+        return as_dict(operator_api, batch.read_namespaced_job("launcher", namespace))
+
+    def start_time() -> str | None:
+        status: dict[str, str] = read().get("status", {})
+        return status.get("startTime")
+
+    annotations, spec = sim_pod_spec(hold=True)
+    manifest = {
+        "metadata": {"name": "launcher"},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"metadata": {"annotations": annotations}, "spec": spec},
+        },
+    }
+    batch.create_namespaced_job(namespace, typed(k8s.V1Job, manifest))
+    wait_until(start_time, 30, message="the Job to start")
+
+    suspended = read()
+    suspended["spec"]["suspend"] = True
+    batch.replace_namespaced_job("launcher", namespace, typed(k8s.V1Job, suspended))
+
+    def clear_start_time() -> bool:
+        current = read()
+        del current["status"]["startTime"]
+        try:
+            batch.replace_namespaced_job_status("launcher", namespace, typed(k8s.V1Job, current))
+        except ApiException as error:
+            # The Job controller writes the status too (Suspended condition): retry conflicts.
+            if error.status == 409:
+                return False
+            pytest.fail(f"updating jobs/status: {error.status} {error.reason}: {error.body}")
+        return True
+
+    wait_until(clear_start_time, 30, message="status.startTime to be cleared")
+    assert start_time() is None
+
+    # The API server takes a new pod template only while the Job is suspended and unstarted.
+    resumed = read()
+    resumed["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/os": "linux"}
+    resumed["spec"]["suspend"] = False
+    batch.replace_namespaced_job("launcher", namespace, typed(k8s.V1Job, resumed))
+    wait_until(start_time, 30, message="the resumed Job to start again")
+    forbidden(batch.delete_namespaced_job, "launcher", namespace)
+
+
+def test_server_grants_exactly_the_cluster_role(
+    operator_api: k8s.ApiClient, namespace: str
+) -> None:
+    granted: set[tuple[str, str, str]] = set()
+    for rule in load_manifest("cluster-role.yaml")["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.update((group, resource, verb) for verb in rule["verbs"])
+    resources = {(group, resource) for group, resource, _ in granted} | set(NOT_GRANTED)
+    wrong = [
+        f"{verb} {group or 'core'}/{resource}: {'allowed' if answer else 'refused'}"
+        for group, resource in sorted(resources)
+        for verb in VERBS
+        if (answer := allowed(operator_api, group, resource, verb, namespace))
+        != ((group, resource, verb) in granted)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+# The console script may not be on PATH (a venv that is not activated); main() reads sys.argv.
+RUN_OPERATOR = "import sys; from mpi_operator.cli import main; sys.exit(main())"
+
+
+def test_operator_drives_a_job_under_the_role(
+    cluster: E2ECluster,
+    operator_kubeconfig: Path,
+    operator_api: k8s.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """The operator itself, authenticated as its ServiceAccount: create, suspend, resume
+    (clearing the launcher's start time), scale down, succeed and clean up, with no request
+    refused along the way."""
+    cluster.require_simulation()
+    log_path = tmp_path / "operator.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBEFLOW_NAMESPACE")}
+    with log_path.open("w") as log:
+        operator = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                RUN_OPERATOR,
+                f"--kubeconfig={operator_kubeconfig}",
+                # Scoped to the test's namespace: operators of other tests may share the cluster.
+                f"--namespace={namespace}",
+                f"--lock-namespace={namespace}",
+                "--bind-address=127.0.0.1",
+                "--health-port=0",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        run_job_through_its_life(cluster, namespace, log_path)
+    finally:
+        operator.terminate()
+        try:
+            operator.wait(15)
+        except subprocess.TimeoutExpired:
+            operator.kill()
+            operator.wait()
+    lines = log_path.read_text().splitlines()
+    refused = [line for line in lines if re.search(r"\b403\b|forbidden", line, re.I)]
+    assert not refused, "\n".join(refused)
+
+
+def run_job_through_its_life(cluster: E2ECluster, namespace: str, log_path: Path) -> None:
+    group, version, plural = MPIJOBS
+
+    def job() -> dict[str, Any]:
+        return cluster.get_custom(group, version, namespace, plural, "pi")
+
+    def condition(kind: str) -> str | None:
+        for found in job().get("status", {}).get("conditions") or []:
+            if found["type"] == kind:
+                return str(found["status"])
+        return None
+
+    def pods(role: str) -> list[dict[str, Any]]:
+        selector = f"training.kubeflow.org/job-name=pi,training.kubeflow.org/job-role={role}"
+        return [
+            p
+            for p in cluster.list_pods(namespace, selector)
+            if "deletionTimestamp" not in p["metadata"]
+        ]
+
+    def patch(body: dict[str, Any]) -> None:
+        cluster.custom.patch_namespaced_custom_object(group, version, namespace, plural, "pi", body)
+
+    def state() -> str:
+        log = log_path.read_text().splitlines()[-20:]
+        return f"MPIJob status {job().get('status')}\noperator log tail:\n" + "\n".join(log)
+
+    launcher_annotations, launcher = sim_pod_spec(hold=True)
+    worker_annotations, worker = sim_pod_spec()
+    for spec in (launcher, worker):
+        spec.pop("restartPolicy")  # the replica specs' restartPolicy decides
+
+    def role(replicas: int, annotations: dict[str, str], spec: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "replicas": replicas,
+            "template": {"metadata": {"annotations": annotations}, "spec": spec},
+        }
+
+    body = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "MPIJob",
+        "metadata": {"name": "pi"},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "mpiReplicaSpecs": {
+                "Launcher": role(1, launcher_annotations, launcher),
+                "Worker": role(2, worker_annotations, worker),
+            },
+        },
+    }
+    cluster.create_custom(group, version, namespace, plural, body)
+    wait_until(
+        lambda: condition("Running") == "True" and len(pods("worker")) == 2, 60, message=state
+    )
+
+    patch({"spec": {"runPolicy": {"suspend": True}}})
+    wait_until(lambda: condition("Suspended") == "True" and not pods("worker"), 60, message=state)
+
+    patch({"spec": {"runPolicy": {"suspend": False}}})
+    wait_until(
+        lambda: (
+            condition("Suspended") == "False"
+            and not cluster.get_job(namespace, "pi-launcher")["spec"].get("suspend")
+            and len(pods("worker")) == 2
+            and len(pods("launcher")) == 1
+        ),
+        60,
+        message=state,
+    )
+
+    patch({"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 1}}}})
+    wait_until(lambda: len(pods("worker")) == 1, 60, message=state)
+
+    launcher_pod = pods("launcher")[0]["metadata"]["name"]
+    cluster.core.patch_namespaced_pod(
+        launcher_pod, namespace, {"metadata": {"annotations": {f"{SIM}exit-code": "0"}}}
+    )
+    wait_until(lambda: condition("Succeeded") == "True" and not pods("worker"), 60, message=state)

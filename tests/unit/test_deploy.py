@@ -1,0 +1,369 @@
+"""The deploy manifests: least-privilege RBAC, a hardened pod, probes that match the operator's
+ports and flags, and a single-file install that is not stale."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mpi_operator.operator.options import Options, add_operator_flags, options_from
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = ROOT / "deploy" / "base"
+STANDALONE = ROOT / "deploy" / "overlays" / "standalone"
+RENDERED = ROOT / "deploy" / "mpi-operator.yaml"
+CRD = ROOT / "crds" / "kubeflow.org_mpijobs.yaml"
+
+Doc = dict[str, Any]
+
+# Every (API group, resource, verb) the operator uses, and why. The ClusterRole must grant
+# exactly these: a rule added without a reason here, or a use dropped from here while the
+# role keeps it, fails test_cluster_role_grants_exactly_the_table.
+OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
+    ("kubeflow.org", "mpijobs"): ({"get", "list", "watch"}, "informer, CRD check"),
+    ("kubeflow.org", "mpijobs/status"): ({"update"}, "status writes (PUT)"),
+    ("kubeflow.org", "mpijobs/finalizers"): ({"update"}, "blockOwnerDeletion on children"),
+    ("", "pods"): (
+        {"get", "list", "watch", "create", "update", "delete"},
+        "workers; update labels adopted children",
+    ),
+    ("", "services"): ({"get", "list", "watch", "create", "update"}, "headless Service"),
+    ("", "configmaps"): ({"get", "list", "watch", "create", "update"}, "hostfile"),
+    ("", "secrets"): ({"get", "list", "watch", "create", "update"}, "SSH keys"),
+    ("", "events"): ({"create", "patch"}, "recorder: create, then patch the count"),
+    ("batch", "jobs"): ({"get", "list", "watch", "create", "update"}, "launcher Job"),
+    ("batch", "jobs/status"): ({"update"}, "resume clears status.startTime"),
+    ("scheduling.k8s.io", "priorityclasses"): ({"get", "list", "watch"}, "gang minResources"),
+    ("scheduling.volcano.sh", "podgroups"): (
+        {"get", "list", "watch", "create", "update", "delete"},
+        "Volcano gangs",
+    ),
+    ("scheduling.x-k8s.io", "podgroups"): (
+        {"get", "list", "watch", "create", "update", "delete"},
+        "coscheduling gangs",
+    ),
+    ("coordination.k8s.io", "leases"): ({"get", "create", "update"}, "leader election"),
+}
+# Where the resources a sync plan writes live.
+PLAN_GROUPS = {
+    "pods": "",
+    "services": "",
+    "configmaps": "",
+    "secrets": "",
+    "jobs": "batch",
+    "mpijobs": "kubeflow.org",
+}
+UPSTREAM_LABELS = {
+    "app": "mpi-operator",
+    "app.kubernetes.io/component": "mpijob",
+    "app.kubernetes.io/name": "mpi-operator",
+    "kustomize.component": "mpi-operator",
+}
+
+
+def load(path: Path) -> list[Doc]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def by_kind_and_name(docs: list[Doc]) -> dict[tuple[str, str], Doc]:
+    found: dict[tuple[str, str], Doc] = {}
+    for doc in docs:
+        key = (doc["kind"], doc["metadata"]["name"])
+        assert key not in found, f"{key} defined twice"
+        found[key] = doc
+    return found
+
+
+def base_objects() -> dict[tuple[str, str], Doc]:
+    kustomization = load(BASE / "kustomization.yaml")[0]
+    docs: list[Doc] = []
+    for entry in kustomization["resources"]:
+        path = (BASE / entry).resolve()
+        if path.is_dir():
+            nested = load(path / "kustomization.yaml")[0]
+            for name in nested["resources"]:
+                docs.extend(load(path / name))
+        else:
+            docs.extend(load(path))
+    return by_kind_and_name(docs)
+
+
+def flatten(rules: list[Doc]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def expected_permissions() -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for (group, resource), (verbs, _) in OPERATOR_PERMISSIONS.items()
+        for verb in verbs
+    }
+
+
+@pytest.fixture(scope="module")
+def objects() -> dict[tuple[str, str], Doc]:
+    return base_objects()
+
+
+@pytest.fixture(scope="module")
+def operator_role(objects: dict[tuple[str, str], Doc]) -> Doc:
+    return objects[("ClusterRole", "mpi-operator")]
+
+
+@pytest.fixture(scope="module")
+def deployment(objects: dict[tuple[str, str], Doc]) -> Doc:
+    return objects[("Deployment", "mpi-operator")]
+
+
+@pytest.fixture(scope="module")
+def container(deployment: Doc) -> Doc:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["mpi-operator"]
+    result: Doc = containers[0]
+    return result
+
+
+# -- RBAC -------------------------------------------------------------------------------------
+
+
+def test_base_has_upstreams_objects_and_no_namespace(objects: dict[tuple[str, str], Doc]) -> None:
+    assert set(objects) == {
+        ("CustomResourceDefinition", "mpijobs.kubeflow.org"),
+        ("ServiceAccount", "mpi-operator"),
+        ("ClusterRole", "mpi-operator"),
+        ("ClusterRoleBinding", "mpi-operator"),
+        ("ClusterRole", "kubeflow-mpijobs-admin"),
+        ("ClusterRole", "kubeflow-mpijobs-edit"),
+        ("ClusterRole", "kubeflow-mpijobs-view"),
+        ("Deployment", "mpi-operator"),
+    }
+    assert not [key for key, doc in objects.items() if "namespace" in doc["metadata"]]
+
+
+def test_cluster_role_grants_exactly_the_table(operator_role: Doc) -> None:
+    granted = flatten(operator_role["rules"])
+    expected = expected_permissions()
+    assert granted == expected, (
+        f"granted but not needed: {sorted(granted - expected)}; "
+        f"needed but not granted: {sorted(expected - granted)}"
+    )
+
+
+def test_cluster_role_has_no_wildcards_or_name_limits(operator_role: Doc) -> None:
+    for rule in operator_role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], rule
+            assert len(set(rule[field])) == len(rule[field]), f"duplicate in {rule}"
+
+
+def test_every_write_of_a_sync_plan_is_granted() -> None:
+    # Reads the plan's source so that a new write fails here, not in a cluster with RBAC.
+    source = (ROOT / "mpi_operator" / "controller" / "plan.py").read_text()
+    writes = set(re.findall(r'_write\(\s*"(\w+)",\s*"([\w/]+)"', source))
+    assert writes, "no sync-plan writes found: update this test's pattern to the plan's code"
+    granted = expected_permissions()
+    for verb, resource in sorted(writes):
+        group = PLAN_GROUPS[resource.partition("/")[0]]
+        needed = "update" if verb == "update_status" else verb
+        assert (group, resource, needed) in granted, f"{verb} {resource} is not granted"
+
+
+def test_binding_ties_the_role_to_the_service_account(objects: dict[tuple[str, str], Doc]) -> None:
+    binding = objects[("ClusterRoleBinding", "mpi-operator")]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "mpi-operator",
+    }
+    assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [
+        ("ServiceAccount", "mpi-operator")
+    ]
+
+
+def test_user_roles_aggregate_as_upstreams(objects: dict[tuple[str, str], Doc]) -> None:
+    prefix = "rbac.authorization.kubeflow.org/"
+    admin = objects[("ClusterRole", "kubeflow-mpijobs-admin")]
+    edit = objects[("ClusterRole", "kubeflow-mpijobs-edit")]
+    view = objects[("ClusterRole", "kubeflow-mpijobs-view")]
+    assert admin["metadata"]["labels"] == {f"{prefix}aggregate-to-kubeflow-admin": "true"}
+    assert admin["aggregationRule"]["clusterRoleSelectors"] == [
+        {"matchLabels": {f"{prefix}aggregate-to-kubeflow-mpijobs-admin": "true"}}
+    ]
+    # Left to the aggregation controller: server-side apply would conflict with it otherwise.
+    assert "rules" not in admin
+    assert edit["metadata"]["labels"] == {
+        f"{prefix}aggregate-to-kubeflow-edit": "true",
+        f"{prefix}aggregate-to-kubeflow-mpijobs-admin": "true",
+    }
+    resources = ("mpijobs", "mpijobs/status")
+    edit_verbs = ("get", "list", "watch", "create", "delete", "deletecollection", "patch", "update")
+    assert flatten(edit["rules"]) == {("kubeflow.org", r, v) for r in resources for v in edit_verbs}
+    assert view["metadata"]["labels"] == {f"{prefix}aggregate-to-kubeflow-view": "true"}
+    assert flatten(view["rules"]) == {
+        ("kubeflow.org", r, v) for r in resources for v in ("get", "list", "watch")
+    }
+
+
+# -- the Deployment ---------------------------------------------------------------------------
+
+
+def test_pod_is_hardened(deployment: Doc, container: Doc) -> None:
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "mpi-operator"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod.get("hostNetwork") is not True and pod.get("hostPID") is not True
+    security = container["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["runAsNonRoot"] is True
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security.get("privileged") is not True
+    # The only writable mount is an emptyDir.
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    for mount in container.get("volumeMounts") or []:
+        assert "emptyDir" in volumes[mount["name"]], mount
+
+
+def test_pod_runs_as_the_images_user(deployment: Doc) -> None:
+    users = re.findall(r"^USER\s+(\d+):(\d+)\s*$", (ROOT / "Dockerfile").read_text(), re.M)
+    assert users == [("65532", "65532")]
+    context = deployment["spec"]["template"]["spec"]["securityContext"]
+    assert (str(context["runAsUser"]), str(context["runAsGroup"])) == users[0]
+
+
+def test_resources_are_requested(container: Doc) -> None:
+    requests = container["resources"]["requests"]
+    assert set(requests) >= {"cpu", "memory"}
+    assert "memory" in container["resources"]["limits"]
+
+
+def test_probes_hit_the_operators_health_server(container: Doc) -> None:
+    options = parsed_options(container)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    probes = {kind: container[kind]["httpGet"] for kind in ("livenessProbe", "readinessProbe")}
+    assert probes["livenessProbe"]["path"] == "/healthz"
+    assert probes["readinessProbe"]["path"] == "/readyz"
+    for probe in probes.values():
+        port = probe["port"]
+        assert ports.get(port, port) == options.health_port == 8080
+    assert ports["metrics"] == options.monitoring_port
+    assert options.monitoring_port not in (0, options.health_port)
+
+
+def test_args_are_the_operators_flags(container: Doc, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBEFLOW_NAMESPACE", raising=False)
+    options = parsed_options(container)
+    # Kubernetes expands $(VAR) from the container's env: the Lease lives where the pod runs.
+    assert options.lock_namespace == "$(POD_NAMESPACE)"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert options.leader_elect is True
+    assert options.namespace == ""  # every namespace, as upstream's install
+
+
+def parsed_options(container: Doc) -> Options:
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_operator_flags(parser)
+    return options_from(parser.parse_args(container.get("args") or []))
+
+
+def test_labels_and_selector_match_upstream(deployment: Doc) -> None:
+    # Deployment selectors are immutable: replacing an upstream install in place needs the
+    # same labels.
+    kustomization = load(BASE / "kustomization.yaml")[0]
+    assert kustomization["labels"] == [{"includeSelectors": True, "pairs": UPSTREAM_LABELS}]
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["sidecar.istio.io/inject"] == "false"
+
+
+# -- overlays and the rendered install --------------------------------------------------------
+
+
+def test_standalone_overlay(container: Doc) -> None:
+    kustomization = load(STANDALONE / "kustomization.yaml")[0]
+    assert kustomization["namespace"] == "mpi-operator"
+    assert kustomization["resources"] == ["../../base", "namespace.yaml"]
+    assert kustomization["images"] == [
+        {"name": container["image"], "newName": "mpi-operator", "newTag": "latest"}
+    ]
+    namespace = load(STANDALONE / "namespace.yaml")[0]
+    assert (namespace["kind"], namespace["metadata"]["name"]) == ("Namespace", "mpi-operator")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_rendered_install_matches_its_sources(objects: dict[tuple[str, str], Doc]) -> None:
+    assert RENDERED.read_text().startswith("# Generated by hack/render-deploy.sh"), RENDERED
+    rendered = by_kind_and_name(load(RENDERED))
+    stale = "deploy/mpi-operator.yaml is stale: run hack/render-deploy.sh"
+    assert set(rendered) == {*objects, ("Namespace", "mpi-operator")}, stale
+    for key, doc in rendered.items():
+        if key[0] in ("Namespace", "ServiceAccount", "Deployment"):
+            assert doc["metadata"].get("namespace", doc["metadata"]["name"]) == "mpi-operator"
+        if key[0] != "Namespace":
+            assert doc["metadata"]["labels"].items() >= UPSTREAM_LABELS.items(), key
+    crd = load(CRD)[0]
+    assert rendered[("CustomResourceDefinition", "mpijobs.kubeflow.org")]["spec"] == crd["spec"], (
+        stale
+    )
+    for key in objects:
+        if key[0] == "ClusterRole":
+            assert rendered[key].get("rules") == objects[key].get("rules"), stale
+    pod = rendered[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]
+    source_pod = objects[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]
+    container = dict(pod["containers"][0])
+    assert container.pop("image") == "mpi-operator:latest"
+    source_container = dict(source_pod["containers"][0])
+    source_container.pop("image")
+    assert container == source_container, stale
+    assert {k: v for k, v in pod.items() if k != "containers"} == {
+        k: v for k, v in source_pod.items() if k != "containers"
+    }, stale
+    subjects = rendered[("ClusterRoleBinding", "mpi-operator")]["subjects"]
+    assert [s["namespace"] for s in subjects] == ["mpi-operator"]
+
+
+def kubectl() -> str | None:
+    """The pinned kubectl of the local cluster when built, else any on PATH (as
+    hack/render-deploy.sh chooses)."""
+    printed = subprocess.run(
+        ["bash", str(ROOT / "hack" / "cluster" / "build.sh"), "--print"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    pinned = Path(printed.stdout.strip()) / "kubectl"
+    if printed.returncode == 0 and pinned.is_file():
+        return str(pinned)
+    return shutil.which("kubectl")
+
+
+def test_rendered_install_is_what_kustomize_builds() -> None:
+    binary = kubectl()
+    if binary is None:
+        pytest.skip("no kubectl (make cluster-build, or one on PATH) to run kustomize with")
+    built = subprocess.run(
+        [binary, "kustomize", str(STANDALONE)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    fresh = by_kind_and_name([d for d in yaml.safe_load_all(built.stdout) if d is not None])
+    assert by_kind_and_name(load(RENDERED)) == fresh, (
+        "deploy/mpi-operator.yaml is stale: run hack/render-deploy.sh"
+    )
