@@ -63,3 +63,5 @@ CONDITION_RESTARTING: Final = "Restarting"
 CONDITION_SUCCEEDED: Final = "Succeeded"
 CONDITION_SUSPENDED: Final = "Suspended"
 CONDITION_FAILED: Final = "Failed"
+# Ours, not upstream's: whether the gang scheduler has placed the job's pod group.
+CONDITION_GANG_SCHEDULED: Final = "GangScheduled"

@@ -76,6 +76,15 @@ PRINTER_COLUMNS: Final[list[Schema]] = [
     _condition_status(c.CONDITION_SUCCEEDED),
     _condition_status(c.CONDITION_FAILED),
     {
+        "name": "Gang",
+        "type": "string",
+        "description": (
+            "Why the gang scheduler has or has not placed the job's pods "
+            "(reason of the GangScheduled condition; empty without gang scheduling)."
+        ),
+        "jsonPath": f'.status.conditions[?(@.type=="{c.CONDITION_GANG_SCHEDULED}")].reason',
+    },
+    {
         "name": "Workers",
         "type": "integer",
         "description": "Requested number of worker pods.",

@@ -22,7 +22,7 @@ from mpi_operator.api.errors import FieldError, InvalidMPIJobError
 from mpi_operator.api.meta import is_controlled_by
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.api.validation import parse_mpijob, validate
-from mpi_operator.controller.conditions import is_finished
+from mpi_operator.controller.conditions import is_finished, set_condition
 from mpi_operator.controller.status import (
     NORMAL,
     WARNING,
@@ -189,6 +189,8 @@ class _Sync:
         self.plan.events.extend(outcome.events)
         self.plan.succeeded, self.plan.failed = outcome.succeeded, outcome.failed
         self.status = outcome.status
+        if self.ctx.gang is not None and not done and not self.suspended:
+            self._observe_gang(self.ctx.gang)
         if launcher is not None:
             self.plan.launcher_name = names.launcher_name(self.job)
         self._write_status()
@@ -297,6 +299,30 @@ class _Sync:
         if gang.needs_update(current, desired):
             self._write("update", resource, name, gang.updated_pod_group(current, desired))
         return True
+
+    def _observe_gang(self, gang: GangScheduler) -> None:
+        """Report the scheduler's verdict on the PodGroup as the GangScheduled condition."""
+        pod_group = self.view.get(
+            gang.pod_group_resource.plural, self.ns, names.pod_group_name(self.job)
+        )
+        if pod_group is None:
+            return
+        state = gang.gang_state(pod_group)
+        if state.scheduled is None:
+            return
+        conditions = self.status.setdefault("conditions", [])
+        status = "True" if state.scheduled else "False"
+        changed = set_condition(
+            conditions,
+            c.CONDITION_GANG_SCHEDULED,
+            status,
+            state.reason,
+            state.message,
+            self.ctx.now,
+        )
+        if changed:
+            kind = NORMAL if state.scheduled or state.reason != "Unschedulable" else WARNING
+            self.plan.events.append(Event(kind, state.reason, state.message))
 
     def _ensure_workers(self) -> list[dict[str, Any]] | None:
         """Worker pods after creating missing ones and deleting surplus ones; None on conflict."""

@@ -368,7 +368,7 @@ def jsonpath(obj: Any, path: str) -> Any:
 def test_printer_columns_read_declared_fields(definition: dict[str, Any], schema: Schema) -> None:
     columns = definition["spec"]["versions"][0]["additionalPrinterColumns"]
     names = [column["name"] for column in columns]
-    assert names[:6] == ["Running", "Suspended", "Succeeded", "Failed", "Workers", "Age"]
+    assert names[:7] == ["Running", "Suspended", "Succeeded", "Failed", "Gang", "Workers", "Age"]
     condition_types = {
         c.CONDITION_CREATED,
         c.CONDITION_RUNNING,
@@ -376,6 +376,7 @@ def test_printer_columns_read_declared_fields(definition: dict[str, Any], schema
         c.CONDITION_SUCCEEDED,
         c.CONDITION_SUSPENDED,
         c.CONDITION_FAILED,
+        c.CONDITION_GANG_SCHEDULED,
     }
     for column in columns:
         assert column["type"] in {"string", "integer", "date"}
@@ -426,8 +427,29 @@ def test_condition_columns_show_the_state(
     obj = MPIJobWrapper().workers(3).obj()
     obj["status"] = {"conditions": [{"type": t, "status": s} for t, s in conditions]}
     columns = definition["spec"]["versions"][0]["additionalPrinterColumns"]
-    values = [jsonpath(obj, column["jsonPath"]) for column in columns[:5]]
-    assert values == [*expected, 3]
+    values = [jsonpath(obj, column["jsonPath"]) for column in columns[:6]]
+    assert values == [*expected, None, 3]
+
+
+@pytest.mark.parametrize(
+    ("conditions", "expected"),
+    [
+        ([], None),
+        ([("GangScheduled", "False", "Unschedulable")], "Unschedulable"),
+        ([("GangScheduled", "True", "PodGroupRunning")], "PodGroupRunning"),
+    ],
+    ids=["no gang scheduling", "waiting", "placed"],
+)
+def test_the_gang_column_says_why_a_gang_waits(
+    definition: dict[str, Any], conditions: list[tuple[str, str, str]], expected: str | None
+) -> None:
+    obj = MPIJobWrapper().workers(3).obj()
+    obj["status"] = {
+        "conditions": [{"type": t, "status": s, "reason": r} for t, s, r in conditions]
+    }
+    columns = definition["spec"]["versions"][0]["additionalPrinterColumns"]
+    [gang] = [column for column in columns if column["name"] == "Gang"]
+    assert jsonpath(obj, gang["jsonPath"]) == expected
 
 
 # -- admission: OpenAPI keywords and CEL, evaluated like the API server ---------------------

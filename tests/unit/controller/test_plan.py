@@ -319,3 +319,78 @@ def test_gang_policy_change_updates_the_pod_group_in_place() -> None:
     assert writes(plan)[0] == "update podgroups test"
     body = plan.actions[0].body
     assert body is not None and body["spec"]["minMember"] == 2 and body["spec"]["queue"] == "q"
+
+
+def pod_group_with_status(view: MemoryView, status: dict[str, Any]) -> None:
+    [key] = [k for k in view.objects if k[0] == "podgroups"]
+    view.objects[key] = {**view.objects[key], "status": status}
+
+
+def gang_condition(plan: Plan) -> tuple[str, str] | None:
+    for cond in status_of(plan).get("conditions", []):
+        if cond["type"] == "GangScheduled":
+            return cond["status"], cond["reason"]
+    return None
+
+
+@pytest.mark.parametrize(
+    ("gang", "status", "expected", "event_type"),
+    [
+        ("volcano", {"phase": "Pending"}, ("False", "PodGroupPending"), "Normal"),
+        (
+            "volcano",
+            {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "message": "3/3 tasks unschedulable",
+                    }
+                ],
+            },
+            ("False", "Unschedulable"),
+            "Warning",
+        ),
+        ("volcano", {"phase": "Running"}, ("True", "PodGroupRunning"), "Normal"),
+        (
+            "scheduler-plugins-scheduler",
+            {"phase": "Scheduling"},
+            ("False", "PodGroupScheduling"),
+            "Normal",
+        ),
+        (
+            "scheduler-plugins-scheduler",
+            {"phase": "Running"},
+            ("True", "PodGroupRunning"),
+            "Normal",
+        ),
+    ],
+    ids=[
+        "volcano pending",
+        "volcano unschedulable",
+        "volcano placed",
+        "cosched waiting",
+        "cosched placed",
+    ],
+)
+def test_the_schedulers_verdict_on_the_pod_group_becomes_the_gang_scheduled_condition(
+    gang: str, status: dict[str, Any], expected: tuple[str, str], event_type: str
+) -> None:
+    view = MemoryView()
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context(gang))
+    pod_group_with_status(view, status)
+    plan = plan_sync(obj, view, context(gang, now=LATER))
+    assert writes(plan) == ["update_status mpijobs/status test"]
+    assert gang_condition(plan) == expected
+    [event] = [e for e in plan.events if e.reason == expected[1]]
+    assert event.type == event_type
+    # Reported once: the same verdict again writes nothing.
+    obj["status"] = status_of(plan)
+    assert plan_sync(obj, view, context(gang, now=LATER)).actions == []
+
+
+def test_a_pod_group_the_scheduler_has_not_seen_yet_sets_no_gang_condition() -> None:
+    view = MemoryView()
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context("volcano"))
+    assert all(c["type"] != "GangScheduled" for c in obj["status"]["conditions"])
