@@ -41,6 +41,8 @@ class Writer(Protocol):
 class Outcome:
     done: int
     error: str | None
+    status: int = 0
+    """HTTP status of the failed write, 0 when none failed."""
 
     @property
     def failed(self) -> bool:
@@ -70,7 +72,7 @@ def execute(plan: Plan, writer: Writer, announce: Callable[[Event], None]) -> Ou
             ):
                 role = "launcher" if action.resource == "jobs" else "worker"
                 announce(Event(WARNING, REASON_FAILED, f"{role} pod created failed: {error}"))
-            return Outcome(done, f"{action.describe()}: {error}")
+            return Outcome(done, f"{action.describe()}: {error}", error.status)
         version = ((written or {}).get("metadata") or {}).get("resourceVersion")
         if version:
             versions[_object_of(action)] = version

@@ -20,6 +20,7 @@ from mpi_operator.runtime.objects import Object
 log = logging.getLogger(__name__)
 
 CONTROLLER_NAME: Final = "mpijob"
+HTTP_CONFLICT: Final = 409
 
 
 class SyncError(Exception):
@@ -63,6 +64,10 @@ class MPIJobReconciler:
         outcome = execute(plan, self._writer, announce)
         if outcome.done == len(plan.actions):
             self._count(obj, plan)
+        if outcome.status == HTTP_CONFLICT:
+            # The cache is behind our own last write: sync again once it has caught up.
+            log.debug("conflict, requeued: %s", outcome.error)
+            return Result(requeue=True)
         if outcome.error is not None:
             raise SyncError(outcome.error)
         return None
