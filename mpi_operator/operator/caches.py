@@ -28,6 +28,7 @@ from mpi_operator.runtime.client import (
 )
 from mpi_operator.runtime.informer import Informer
 from mpi_operator.runtime.objects import Object, make_key
+from mpi_operator.runtime.reflector import chain_transforms, strip_managed_fields
 from mpi_operator.runtime.store import (
     INDEX_CONTROLLER_UID,
     index_by_controller_uid,
@@ -38,6 +39,14 @@ MPIJOBS: Final = Resource(c.GROUP, c.VERSION, "mpijobs", True, c.KIND)
 OPERATOR_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
 INDEX_JOB_NAME: Final = "job-name"
 GLOBAL_DEFAULT_PRIORITY: Final = "globalDefault"
+
+
+def pod_status_only(pod: Object) -> Object:
+    """A pod as the sync reads it: metadata and status. The spec is the bulk of a pod and is
+    never read from the cache (the operator writes pods, it does not compare them)."""
+    pod.pop("spec", None)
+    pod["metadata"].pop("annotations", None)
+    return pod
 
 
 def pod_group_resource(gang: GangScheduler) -> Resource:
@@ -90,6 +99,7 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
         JOBS.plural: child(JOBS),
         PODS.plural: child(
             PODS,
+            transform=chain_transforms(strip_managed_fields, pod_status_only),
             indexers={
                 INDEX_JOB_NAME: index_by_namespaced_label(c.LABEL_JOB_NAME),
                 INDEX_CONTROLLER_UID: index_by_controller_uid,

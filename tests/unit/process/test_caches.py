@@ -93,3 +93,15 @@ def test_cluster_facts_come_from_the_priority_class_cache() -> None:
     assert facts.cluster_domain == "example.org"
     assert dict(facts.priority_classes) == {"high": 1000, "std": 10}
     assert facts.default_priority == 10
+
+
+def test_cached_pods_keep_metadata_and_status_but_not_the_spec() -> None:
+    from mpi_operator.operator.caches import pod_status_only
+
+    pod = owned("Pod", "pi-worker-0", "MPIJob", "pi", annotations={"big": "x" * 1000})
+    pod["spec"] = {"containers": [{"name": "main", "env": [{"name": "A", "value": "1"}]}]}
+    pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    cached = pod_status_only(pod)
+    assert "spec" not in cached and "annotations" not in cached["metadata"]
+    assert cached["status"]["phase"] == "Running"
+    assert cached["metadata"]["ownerReferences"][0]["name"] == "pi"
