@@ -1,0 +1,250 @@
+"""The operator under test: the real ``mpi-operator`` process against an e2e cluster.
+
+The CRD is installed from ``crds/``; the process runs with a kubeconfig holding the token of
+the shipped ServiceAccount, so it has exactly the shipped ClusterRole's permissions, and it is
+stopped by its pid with SIGTERM, as a kubelet stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from mpi_operator.testing.wrappers import MPIJobWrapper
+
+from .clusters import REPO, E2ECluster, wait_until
+from .rbac import install_mpijob_crd, service_account_kubeconfig
+
+OPERATOR_NAMESPACE = "mpi-operator"
+GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+GANG_FLAGS = {
+    "default": "",
+    "volcano": "volcano",
+    "scheduler-plugins": "scheduler-plugins-scheduler",
+}
+
+
+def install_crd(cluster: E2ECluster) -> None:
+    """Create or replace the MPIJob CRD and wait until it is served."""
+    install_mpijob_crd(cluster.api)
+
+
+def ensure_namespace(cluster: E2ECluster, name: str) -> None:
+    with contextlib.suppress(ApiException):
+        cluster.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class OperatorProcess:
+    """One ``mpi-operator`` process; ``start`` waits until it reports ready."""
+
+    def __init__(
+        self,
+        cluster: E2ECluster,
+        workdir: Path,
+        *,
+        gang_scheduling: str | None = None,
+        extra_args: Sequence[str] = (),
+        name: str = "operator",
+    ) -> None:
+        self.cluster = cluster
+        self.workdir = workdir
+        self.gang_scheduling = (
+            GANG_FLAGS[cluster.flavour] if gang_scheduling is None else gang_scheduling
+        )
+        self.extra_args = list(extra_args)
+        self.name = name
+        self.health_port = free_port()
+        self.metrics_port = free_port()
+        self.log_path = workdir / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait_ready: bool = True) -> OperatorProcess:
+        install_crd(self.cluster)
+        ensure_namespace(self.cluster, OPERATOR_NAMESPACE)
+        kubeconfig = service_account_kubeconfig(
+            self.cluster.kubeconfig, OPERATOR_NAMESPACE, self.workdir
+        )
+        args = [
+            sys.executable,
+            "-m",
+            "mpi_operator",
+            f"--kubeconfig={kubeconfig}",
+            f"--gang-scheduling={self.gang_scheduling}",
+            f"--lock-namespace={OPERATOR_NAMESPACE}",
+            f"--health-port={self.health_port}",
+            f"--monitoring-port={self.metrics_port}",
+            "--bind-address=127.0.0.1",
+            "--threadiness=4",
+            "--kube-api-qps=50",
+            "--kube-api-burst=100",
+            *self.extra_args,
+        ]
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO
+            )
+        if wait_ready:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        def ready() -> bool:
+            self._check_alive()
+            return self.get("/readyz", self.health_port).rstrip().endswith("ok")
+
+        wait_until(ready, timeout, message=f"{self.name} ready (log: {self.log_path})")
+
+    def _check_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise AssertionError(
+                f"{self.name} exited with {self.process.returncode}:\n{self.log_tail()}"
+            )
+
+    def get(self, path: str, port: int) -> str:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+                return str(r.read().decode())
+        except OSError:
+            return ""
+
+    def metrics(self) -> str:
+        return self.get("/metrics", self.metrics_port)
+
+    def metric(self, name: str, labels: str = "") -> float | None:
+        prefix = f"{name}{{{labels}}} " if labels else f"{name} "
+        for line in self.metrics().splitlines():
+            if line.startswith(prefix):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int | None:
+        """Signal the process (by pid) and wait for it; returns its exit code."""
+        process = self.process
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(sig)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        self.process = None
+        return process.returncode
+
+
+def mpijob_api(cluster: E2ECluster) -> k8s.CustomObjectsApi:
+    return cluster.custom
+
+
+def create_mpijob(cluster: E2ECluster, namespace: str, job: dict[str, Any]) -> dict[str, Any]:
+    job.setdefault("metadata", {})["namespace"] = namespace
+    created: dict[str, Any] = cluster.custom.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, job
+    )
+    return created
+
+
+def get_mpijob(cluster: E2ECluster, namespace: str, name: str) -> dict[str, Any]:
+    job: dict[str, Any] = cluster.custom.get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
+    )
+    return job
+
+
+def patch_mpijob(
+    cluster: E2ECluster, namespace: str, name: str, patch: dict[str, Any]
+) -> dict[str, Any]:
+    job: dict[str, Any] = cluster.custom.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name, patch
+    )
+    return job
+
+
+def condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return None
+
+
+def wait_for_condition(
+    cluster: E2ECluster,
+    namespace: str,
+    name: str,
+    kind: str,
+    status: str = "True",
+    timeout: float = 90,
+    operator: OperatorProcess | None = None,
+) -> dict[str, Any]:
+    """The job once condition ``kind`` has ``status``; fails with the operator's log tail."""
+    found: dict[str, Any] = {}
+
+    def reached() -> bool:
+        job = get_mpijob(cluster, namespace, name)
+        cond = condition(job, kind)
+        found.clear()
+        found.update(job)
+        return cond is not None and cond.get("status") == status
+
+    try:
+        wait_until(reached, timeout, message=f"MPIJob {namespace}/{name} {kind}={status}")
+    except BaseException:
+        if operator is not None:
+            sys.stderr.write(f"--- {operator.name} log ---\n{operator.log_tail()}\n")
+        sys.stderr.write(f"--- status ---\n{yaml.safe_dump(found.get('status'))}\n")
+        raise
+    return found
+
+
+def pods_of(cluster: E2ECluster, namespace: str, job_name: str, role: str = "") -> list[Any]:
+    selector = f"training.kubeflow.org/job-name={job_name}"
+    if role:
+        selector += f",training.kubeflow.org/job-role={role}"
+    return list(cluster.core.list_namespaced_pod(namespace, label_selector=selector).items)
+
+
+def event_reasons(cluster: E2ECluster, namespace: str, name: str) -> list[str]:
+    events = cluster.core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name},involvedObject.kind=MPIJob"
+    ).items
+    return [e.reason for e in events]
+
+
+def settle(seconds: float = 2.0) -> None:
+    """Give the operator time to (wrongly) act before asserting that it did not."""
+    time.sleep(seconds)
+
+
+def sim_job(name: str, workers: int = 2) -> MPIJobWrapper:
+    """A small job; simulated pods: workers keep running, the launcher succeeds after 1 s."""
+    job = MPIJobWrapper(name).workers(workers, cpu="100m").launcher(cpu="100m")
+    for role in ("Launcher", "Worker"):
+        job.pod_spec_field(role, "terminationGracePeriodSeconds", 0)
+    return job
