@@ -1,0 +1,324 @@
+"""Benchmark: how fast the operator turns N MPIJobs into their children, and at what cost.
+
+    python bench/create_jobs.py [--jobs 500] [--workers 2] [--kube-api-qps 100]
+        [--kube-api-burst 200] [--threadiness 4] [--kubeconfig PATH] [--out FILE]
+
+Without ``--kubeconfig`` it brings up a local cluster named ``bench`` (default scheduler, enough
+kwok nodes for every pod) and stops it afterwards. It starts the operator as a process, creates
+the jobs as fast as the API server takes them, and records, for each job, when its launcher Job
+(the last child the operator creates) appeared on a watch. Reported:
+
+* jobs/s from the first submission to the last launcher Job;
+* p50/p99 latency from a job's submission to its launcher Job;
+* API write requests per job, by verb and resource, from the operator's own request counter;
+* the operator's peak resident memory (VmHWM).
+
+Results are compared with ``bench/thresholds.yaml``; a breach is printed and makes the exit code
+1, so a regression is visible without any timing assertion in the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER_TOOL = REPO / "hack" / "cluster" / "localcluster.py"
+CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
+THRESHOLDS = REPO / "bench" / "thresholds.yaml"
+NAMESPACE = "bench"
+GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+WRITE_VERBS = ("create", "update", "patch", "delete")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def job_manifest(name: str, workers: int) -> dict[str, Any]:
+    def template(role: str) -> dict[str, Any]:
+        return {
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": role,
+                        "image": "mpioperator/mpi-pi:openmpi",
+                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                    }
+                ],
+            },
+            # Keep the launcher running: the benchmark measures creation, not completion.
+            "metadata": {"annotations": {"sim.mpi-operator.dev/hold": "true"}},
+        }
+
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "slotsPerWorker": 1,
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": template("launcher")},
+                "Worker": {"replicas": workers, "template": template("worker")},
+            },
+        },
+    }
+
+
+def cluster_up(pods: int) -> str:
+    nodes = max(2, pods // 100 + 1)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(CLUSTER_TOOL),
+            "up",
+            "--name",
+            "bench",
+            "--nodes",
+            str(nodes),
+            "--node-cpu",
+            "64",
+            "--node-memory",
+            "256Gi",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    return result.stdout.strip().splitlines()[-1].removeprefix("export KUBECONFIG=")
+
+
+def install_crd(api: k8s.ApiClient) -> None:
+    body = yaml.safe_load(CRD.read_text())
+    extensions = k8s.ApiextensionsV1Api(api)
+    try:
+        extensions.create_custom_resource_definition(body)
+    except k8s.ApiException as error:
+        if error.status != 409:
+            raise
+    for _ in range(120):
+        crd = extensions.read_custom_resource_definition(body["metadata"]["name"])
+        if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
+            return
+        time.sleep(0.5)
+    raise RuntimeError("CRD not established")
+
+
+def scrape(port: int) -> dict[tuple[str, str], float]:
+    """Write requests by (verb, resource) from the operator's counter."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    writes: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if not line.startswith("mpi_operator_api_requests_total{"):
+            continue
+        labels_text, value = line.rsplit(" ", 1)
+        labels = dict(
+            part.split("=", 1) for part in labels_text[labels_text.index("{") + 1 : -1].split(",")
+        )
+        verb, resource = labels["verb"].strip('"'), labels["resource"].strip('"')
+        if verb in WRITE_VERBS:
+            writes[(verb, resource)] = writes.get((verb, resource), 0.0) + float(value)
+    return writes
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def run(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
+    api = k8s_config.new_client_from_config(config_file=kubeconfig)
+    install_crd(api)
+    core = k8s.CoreV1Api(api)
+    try:
+        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
+    except k8s.ApiException as error:
+        if error.status != 409:
+            raise
+    metrics_port = free_port()
+    log_path = Path(os.environ.get("TMPDIR", "/tmp")) / "bench-operator.log"
+    operator_args = [
+        sys.executable,
+        "-m",
+        "mpi_operator",
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        f"--namespace={NAMESPACE}",
+        f"--threadiness={args.threadiness}",
+        f"--kube-api-qps={args.kube_api_qps}",
+        f"--kube-api-burst={args.kube_api_burst}",
+        f"--monitoring-port={metrics_port}",
+        "--health-port=0",
+        "--bind-address=127.0.0.1",
+    ]
+    with log_path.open("wb") as log:
+        operator = subprocess.Popen(operator_args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        return measure(args, api, operator, metrics_port)
+    finally:
+        operator.send_signal(signal.SIGTERM)
+        operator.wait(60)
+
+
+def measure(
+    args: argparse.Namespace,
+    api: k8s.ApiClient,
+    operator: subprocess.Popen[bytes],
+    metrics_port: int,
+) -> dict[str, Any]:
+    for _ in range(120):
+        try:
+            before = scrape(metrics_port)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        raise RuntimeError("the operator's metrics never came up")
+    time.sleep(2)  # let the caches sync before the clock starts
+    before = scrape(metrics_port)
+    names = [f"bench-{i:05d}" for i in range(args.jobs)]
+    launched: dict[str, float] = {}
+    done = threading.Event()
+
+    def watch_launchers() -> None:
+        batch = k8s.BatchV1Api(api)
+        stream = k8s_watch.Watch()
+        for event in stream.stream(
+            batch.list_namespaced_job,
+            NAMESPACE,
+            label_selector="training.kubeflow.org/operator-name=mpi-operator",
+            timeout_seconds=args.timeout,
+        ):
+            if event["type"] == "ADDED":
+                launched.setdefault(
+                    event["object"].metadata.name.removesuffix("-launcher"), time.monotonic()
+                )
+            if len(launched) >= len(names):
+                break
+        stream.stop()
+        done.set()
+
+    watcher = threading.Thread(target=watch_launchers, daemon=True)
+    watcher.start()
+    time.sleep(1)
+    submitted: dict[str, float] = {}
+    custom = k8s.CustomObjectsApi(api)
+
+    def submit(name: str) -> None:
+        submitted[name] = time.monotonic()
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, NAMESPACE, PLURAL, job_manifest(name, args.workers)
+        )
+
+    start = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(submit, names))
+    done.wait(args.timeout)
+    finished = [name for name in names if name in launched]
+    if operator.poll() is not None:
+        raise RuntimeError(f"the operator exited with {operator.returncode}")
+    time.sleep(3)  # the status writes that follow the last launcher
+    after = scrape(metrics_port)
+    latencies = [launched[name] - submitted[name] for name in finished]
+    span = max(launched[name] for name in finished) - start if finished else float("nan")
+    writes = {
+        f"{verb} {resource}": round((after.get(key, 0) - before.get(key, 0)) / len(names), 2)
+        for key in sorted(set(after) | set(before))
+        for verb, resource in [key]
+        if after.get(key, 0) - before.get(key, 0) > 0
+    }
+    return {
+        "jobs": len(names),
+        "workers_per_job": args.workers,
+        "jobs_with_all_children": len(finished),
+        "jobs_per_second": round(len(finished) / span, 2),
+        "latency_p50_s": round(statistics.median(latencies), 3),
+        "latency_p99_s": round(percentile(latencies, 0.99), 3),
+        "writes_per_job": writes,
+        "writes_per_job_total": round(sum(writes.values()), 2),
+        "peak_rss_mib": round(peak_rss_mib(operator.pid), 1),
+        "operator_flags": {
+            "threadiness": args.threadiness,
+            "kube_api_qps": args.kube_api_qps,
+            "kube_api_burst": args.kube_api_burst,
+        },
+    }
+
+
+def check(result: dict[str, Any]) -> list[str]:
+    limits = yaml.safe_load(THRESHOLDS.read_text())
+    breaches = []
+    if result["jobs_with_all_children"] < result["jobs"]:
+        breaches.append(f"only {result['jobs_with_all_children']} of {result['jobs']} jobs done")
+    if result["writes_per_job_total"] > limits["max_writes_per_job"]:
+        breaches.append(
+            f"writes per job {result['writes_per_job_total']} > {limits['max_writes_per_job']}"
+        )
+    if result["peak_rss_mib"] > limits["max_peak_rss_mib"]:
+        breaches.append(f"peak RSS {result['peak_rss_mib']} MiB > {limits['max_peak_rss_mib']}")
+    if result["jobs_per_second"] < limits["min_jobs_per_second"]:
+        breaches.append(f"{result['jobs_per_second']} jobs/s < {limits['min_jobs_per_second']}")
+    return breaches
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threadiness", type=int, default=4)
+    parser.add_argument("--kube-api-qps", type=float, default=100)
+    parser.add_argument("--kube-api-burst", type=int, default=200)
+    parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument("--kubeconfig", help="use this cluster instead of a local one")
+    parser.add_argument("--out", type=Path, help="also write the result as JSON here")
+    args = parser.parse_args()
+    started_cluster = not args.kubeconfig
+    kubeconfig = args.kubeconfig or cluster_up(args.jobs * (args.workers + 1))
+    try:
+        result = run(args, kubeconfig)
+    finally:
+        if started_cluster:
+            subprocess.run(
+                [sys.executable, str(CLUSTER_TOOL), "down", "--name", "bench"],
+                stdout=subprocess.DEVNULL,
+                check=False,
+            )
+    print(json.dumps(result, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    breaches = check(result)
+    for breach in breaches:
+        print(f"threshold breached: {breach}", file=sys.stderr)
+    return 1 if breaches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
