@@ -37,6 +37,7 @@ GANG_FLAGS = {
 }
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 NAMESPACE = "default"
+SIM_RUN_FOR = "sim.mpi-operator.dev/run-for"
 TIMEOUT = 300.0
 
 
@@ -99,6 +100,10 @@ def start_operator(kubeconfig: str, scheduler: str, log_path: Path) -> subproces
 def submit_and_watch(api: k8s.ApiClient, operator: subprocess.Popen[bytes]) -> bool:
     custom = k8s.CustomObjectsApi(api)
     job = yaml.safe_load(EXAMPLE.read_text())
+    # The local cluster's simulated launcher would finish within a second; five make the
+    # Running phase visible. Real clusters ignore the annotation.
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+    launcher.setdefault("metadata", {}).setdefault("annotations", {})[SIM_RUN_FOR] = "5s"
     name = job["metadata"]["name"]
     try:
         custom.delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
@@ -115,9 +120,10 @@ def submit_and_watch(api: k8s.ApiClient, operator: subprocess.Popen[bytes]) -> b
             return False
         current = custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
         for cond in _conditions(current):
-            if cond["type"] not in seen:
-                seen.add(cond["type"])
-                say(f"mpijob/{name} {cond['type']} ({cond.get('reason')}: {cond.get('message')})")
+            state = f"{cond['type']}={cond.get('status')} {cond.get('reason')}"
+            if state not in seen:
+                seen.add(state)
+                say(f"mpijob/{name} {state}: {cond.get('message')}")
         if "Succeeded" in _true(current):
             return True
         if "Failed" in _true(current):
