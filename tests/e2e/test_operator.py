@@ -211,3 +211,40 @@ def test_a_job_deleted_while_it_is_reconciled_leaves_the_operator_healthy(
     create_mpijob(cluster, namespace, sim_job("after").obj())
     wait_for_condition(cluster, namespace, "after", "Succeeded", operator=operator)
     assert operator.get("/healthz", operator.health_port).rstrip().endswith("ok")
+
+
+def test_active_deadline_fails_a_launcher_that_runs_too_long(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess
+) -> None:
+    job = (
+        sim_job("slow")
+        .template_annotation("Launcher", SIM + "hold", "true")
+        .run_policy(activeDeadlineSeconds=3)
+        .obj()
+    )
+    create_mpijob(cluster, namespace, job)
+    failed = wait_for_condition(cluster, namespace, "slow", "Failed", operator=operator)
+    assert condition(failed, "Failed")["reason"].startswith("DeadlineExceeded")  # type: ignore[index]
+
+
+def test_discover_hosts_lists_the_running_workers_for_elastic_horovod(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess
+) -> None:
+    job = sim_job("elastic", workers=3).template_annotation("Launcher", SIM + "hold", "true")
+    create_mpijob(cluster, namespace, job.obj())
+    wait_for_condition(cluster, namespace, "elastic", "Running", operator=operator)
+
+    def hosts() -> list[str]:
+        data = cluster.core.read_namespaced_config_map("elastic-config", namespace).data
+        return [line for line in data["discover_hosts.sh"].splitlines() if "worker" in line]
+
+    wait_until(lambda: len(hosts()) == 3, 60, message="three workers in discover_hosts.sh")
+    cluster.core.delete_namespaced_pod("elastic-worker-2", namespace, grace_period_seconds=0)
+    patch_mpijob(
+        cluster,
+        namespace,
+        "elastic",
+        {"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 2}}}},
+    )
+    wait_until(lambda: len(hosts()) == 2, 60, message="two workers in discover_hosts.sh")
+    assert all("elastic-worker-2" not in line for line in hosts())

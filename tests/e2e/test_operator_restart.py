@@ -1,6 +1,7 @@
-"""An operator killed while it creates a job's pods, and its successor, on a real cluster.
+"""Operators started with their own settings: one killed while it creates a job's pods and
+its successor, and one with a custom cluster domain, on a real cluster.
 
-Its own module: no other operator may run meanwhile, or it would finish the job itself.
+Its own module: no other operator may run meanwhile, or it would act on the jobs too.
 """
 
 from __future__ import annotations
@@ -35,3 +36,19 @@ def test_a_restart_in_the_middle_of_creating_a_job_leaves_no_duplicates(
         assert [j.metadata.name for j in jobs] == ["restart-launcher"]
     finally:
         assert second.stop() == 0, second.log_tail()
+
+
+def test_a_custom_cluster_domain_reaches_the_hostfile_and_the_workers_dns(
+    cluster: E2ECluster, namespace: str, tmp_path: Path
+) -> None:
+    flags = ["--leader-elect=false", "--cluster-domain=cluster.example"]
+    operator = OperatorProcess(cluster, tmp_path, name="domain", extra_args=flags).start()
+    try:
+        create_mpijob(cluster, namespace, sim_job("dom").obj())
+        wait_for_condition(cluster, namespace, "dom", "Succeeded", operator=operator)
+        config = cluster.core.read_namespaced_config_map("dom-config", namespace).data
+        assert f"dom-worker-0.dom.{namespace}.svc.cluster.example slots=1" in config["hostfile"]
+        worker = cluster.core.read_namespaced_pod("dom-worker-0", namespace)
+        assert f"dom.{namespace}.svc.cluster.example" in worker.spec.dns_config.searches
+    finally:
+        assert operator.stop() == 0, operator.log_tail()
