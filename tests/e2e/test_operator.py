@@ -248,3 +248,30 @@ def test_discover_hosts_lists_the_running_workers_for_elastic_horovod(
     )
     wait_until(lambda: len(hosts()) == 2, 60, message="two workers in discover_hosts.sh")
     assert all("elastic-worker-2" not in line for line in hosts())
+
+
+def test_launcher_template_edits_made_while_suspended_reach_the_launcher_on_resume(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess
+) -> None:
+    create_mpijob(cluster, namespace, sim_job("edited").suspend().obj())
+    wait_for_condition(cluster, namespace, "edited", "Suspended", operator=operator)
+    launcher_template = {
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {"nodeSelector": {"type": "kwok"}},
+    }
+    patch_mpijob(
+        cluster,
+        namespace,
+        "edited",
+        {
+            "spec": {
+                "runPolicy": {"suspend": False},
+                "mpiReplicaSpecs": {"Launcher": {"template": launcher_template}},
+            }
+        },
+    )
+    wait_for_condition(cluster, namespace, "edited", "Succeeded", operator=operator)
+    template = cluster.batch.read_namespaced_job("edited-launcher", namespace).spec.template
+    assert template.metadata.labels["team"] == "a"
+    assert template.spec.node_selector == {"type": "kwok"}
+    assert "MPIJobResumed" in event_reasons(cluster, namespace, "edited")
