@@ -66,6 +66,14 @@ def test_pi_example_goes_created_running_succeeded(
         operator.metric("mpi_operator_job_info", f'launcher="pi-launcher",namespace="{namespace}"')
         == 1
     )
+    # Beyond upstream: reconcile duration, queue depth and API requests by verb and resource.
+    reconciles = operator.metric(
+        "controller_runtime_reconcile_time_seconds_count", 'controller="mpijob"'
+    )
+    assert reconciles is not None and reconciles > 0
+    assert operator.metric("workqueue_depth", 'name="mpijob"') is not None
+    created_pods = 'verb="create",resource="pods",code="201"'
+    assert (operator.metric("mpi_operator_api_requests_total", created_pods) or 0) >= 2
 
 
 def test_launcher_failures_up_to_backoff_limit_fail_the_job(

@@ -52,3 +52,24 @@ def test_a_custom_cluster_domain_reaches_the_hostfile_and_the_workers_dns(
         assert f"dom.{namespace}.svc.cluster.example" in worker.spec.dns_config.searches
     finally:
         assert operator.stop() == 0, operator.log_tail()
+
+
+def test_only_the_leader_reconciles_and_a_standby_takes_over_when_it_stops(
+    cluster: E2ECluster, namespace: str, tmp_path: Path
+) -> None:
+    first = OperatorProcess(cluster, tmp_path, name="first").start()
+    second = OperatorProcess(cluster, tmp_path, name="second").start()
+    try:
+        leaders = [p.metric("mpi_operator_is_leader") for p in (first, second)]
+        assert sorted(leaders) == [0, 1], leaders  # type: ignore[type-var]
+        leader, standby = (first, second) if leaders[0] == 1 else (second, first)
+        create_mpijob(cluster, namespace, sim_job("before").obj())
+        wait_for_condition(cluster, namespace, "before", "Succeeded", operator=leader)
+        assert leader.stop() == 0, leader.log_tail()
+        # A clean stop hands the Lease back, so the standby need not wait for it to expire.
+        wait_until(lambda: standby.metric("mpi_operator_is_leader") == 1, 30, message="takeover")
+        create_mpijob(cluster, namespace, sim_job("after").obj())
+        wait_for_condition(cluster, namespace, "after", "Succeeded", operator=standby)
+    finally:
+        for process in (first, second):
+            process.stop()
