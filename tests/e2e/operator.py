@@ -131,10 +131,14 @@ class OperatorProcess:
         return self.get("/metrics", self.metrics_port)
 
     def metric(self, name: str, labels: str = "") -> float | None:
-        prefix = f"{name}{{{labels}}} " if labels else f"{name} "
+        """One sample's value; ``labels`` as in the exposition, in any order."""
+        wanted = set(labels.split(",")) if labels else set()
         for line in self.metrics().splitlines():
-            if line.startswith(prefix):
-                return float(line.rsplit(" ", 1)[1])
+            sample, _, value = line.rpartition(" ")
+            sample_name, _, sample_labels = sample.partition("{")
+            found = set(sample_labels.rstrip("}").split(",")) if sample_labels else set()
+            if sample_name == name and found == wanted:
+                return float(value)
         return None
 
     def log_tail(self, lines: int = 60) -> str:
