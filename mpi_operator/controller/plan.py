@@ -22,7 +22,7 @@ from mpi_operator.api.errors import FieldError, InvalidMPIJobError
 from mpi_operator.api.meta import is_controlled_by
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.api.validation import parse_mpijob, validate
-from mpi_operator.controller.conditions import is_finished, set_condition
+from mpi_operator.controller.conditions import is_finished, is_true, set_condition
 from mpi_operator.controller.status import (
     NORMAL,
     WARNING,
@@ -189,8 +189,8 @@ class _Sync:
         self.plan.events.extend(outcome.events)
         self.plan.succeeded, self.plan.failed = outcome.succeeded, outcome.failed
         self.status = outcome.status
-        if self.ctx.gang is not None and not done and not self.suspended:
-            self._observe_gang(self.ctx.gang)
+        if self.ctx.gang is not None and not self.suspended:
+            self._observe_gang(self.ctx.gang, placed_only=done)
         if launcher is not None:
             self.plan.launcher_name = names.launcher_name(self.job)
         self._write_status()
@@ -198,6 +198,8 @@ class _Sync:
 
     # -- finished jobs -----------------------------------------------------------------
     def _finished(self) -> Plan:
+        if self.ctx.gang is not None:
+            self._observe_gang(self.ctx.gang, placed_only=True)
         cleans = self.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING)
         if cleans and not self._clean_up_workers(suspending=False):
             return self.plan
@@ -300,8 +302,14 @@ class _Sync:
             self._write("update", resource, name, gang.updated_pod_group(current, desired))
         return True
 
-    def _observe_gang(self, gang: GangScheduler) -> None:
-        """Report the scheduler's verdict on the PodGroup as the GangScheduled condition."""
+    def _observe_gang(self, gang: GangScheduler, *, placed_only: bool = False) -> None:
+        """Report the scheduler's verdict on the PodGroup as the GangScheduled condition.
+
+        Once the launcher has finished (``placed_only``) only a first "placed" verdict is
+        taken: a short launcher can finish before the scheduler reports its gang placed, and
+        a gang that ran must not read as waiting when its pods go and the scheduler's status
+        falls back to pending.
+        """
         pod_group = self.view.get(
             gang.pod_group_resource.plural, self.ns, names.pod_group_name(self.job)
         )
@@ -309,6 +317,11 @@ class _Sync:
             return
         state = gang.gang_state(pod_group)
         if state.scheduled is None:
+            return
+        if placed_only and (
+            not state.scheduled
+            or is_true(self.status.get("conditions") or [], c.CONDITION_GANG_SCHEDULED)
+        ):
             return
         conditions = self.status.setdefault("conditions", [])
         status = "True" if state.scheduled else "False"

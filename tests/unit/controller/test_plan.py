@@ -394,3 +394,65 @@ def test_a_pod_group_the_scheduler_has_not_seen_yet_sets_no_gang_condition() -> 
     view = MemoryView()
     obj = converge(MPIJobWrapper().workers(2).obj(), view, context("volcano"))
     assert all(c["type"] != "GangScheduled" for c in obj["status"]["conditions"])
+
+
+def observed_waiting(gang: str, view: MemoryView) -> dict[str, Any]:
+    """A running job whose GangScheduled condition says the gang waits."""
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context(gang))
+    pod_group_with_status(view, {"phase": "Pending"})
+    obj["status"] = status_of(plan_sync(obj, view, context(gang)))
+    assert ("GangScheduled", "False", "PodGroupPending") in conditions(obj["status"])
+    return obj
+
+
+def launcher_completed(view: MemoryView) -> None:
+    launcher = view.get("jobs", "ns", "test-launcher")
+    assert launcher is not None
+    launcher["status"] = {
+        "conditions": [{"type": "Complete", "status": "True"}],
+        "completionTime": LATER,
+        "succeeded": 1,
+    }
+
+
+GANGS = ["volcano", "scheduler-plugins-scheduler"]
+
+
+@pytest.mark.parametrize("gang", GANGS)
+def test_a_gang_reported_placed_only_as_its_launcher_finishes_reads_scheduled(gang: str) -> None:
+    view = MemoryView()
+    obj = observed_waiting(gang, view)
+    launcher_completed(view)
+    pod_group_with_status(view, {"phase": "Running"})
+    plan = plan_sync(obj, view, context(gang, now=LATER))
+    assert ("Succeeded", "True", "MPIJobSucceeded") in conditions(status_of(plan))
+    assert gang_condition(plan) == ("True", "PodGroupRunning")
+
+
+@pytest.mark.parametrize("gang", GANGS)
+def test_a_gang_reported_placed_after_its_job_finished_reads_scheduled(gang: str) -> None:
+    view = MemoryView()
+    obj = observed_waiting(gang, view)
+    launcher_completed(view)
+    obj["status"] = status_of(plan_sync(obj, view, context(gang, now=LATER)))
+    assert ("Succeeded", "True", "MPIJobSucceeded") in conditions(obj["status"])
+    assert plan_sync(obj, view, context(gang, now=LATER)).actions == []
+
+    pod_group_with_status(view, {"phase": "Running"})
+    plan = plan_sync(obj, view, context(gang, now=LATER))
+    assert writes(plan) == ["update_status mpijobs/status test"]
+    assert gang_condition(plan) == ("True", "PodGroupRunning")
+    assert reasons(plan) == ["PodGroupRunning"]
+
+
+@pytest.mark.parametrize("gang", GANGS)
+def test_a_finished_job_whose_gang_ran_is_never_reported_waiting_again(gang: str) -> None:
+    view = MemoryView()
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context(gang))
+    pod_group_with_status(view, {"phase": "Running"})
+    launcher_completed(view)
+    obj["status"] = status_of(plan_sync(obj, view, context(gang)))
+    assert ("GangScheduled", "True", "PodGroupRunning") in conditions(obj["status"])
+    # Its pods gone, the scheduler counts too few of them again.
+    pod_group_with_status(view, {"phase": "Pending"})
+    assert plan_sync(obj, view, context(gang, now=LATER)).actions == []
