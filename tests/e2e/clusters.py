@@ -55,6 +55,9 @@ FLAVOUR_CRDS = {
     "scheduler-plugins": "podgroups.scheduling.x-k8s.io",
 }
 SIM = "sim.mpi-operator.dev/"
+# Parameters that run a test on one gang flavour, marked so `-m volcano` selects it.
+VOLCANO = pytest.param("volcano", id="volcano", marks=pytest.mark.volcano)
+COSCHEDULING = pytest.param("scheduler-plugins", id="coscheduling", marks=pytest.mark.coscheduling)
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 UP_TIMEOUT = float(os.environ.get("E2E_CLUSTER_UP_TIMEOUT", "600"))
 

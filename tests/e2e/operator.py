@@ -252,3 +252,56 @@ def sim_job(name: str, workers: int = 2) -> MPIJobWrapper:
     for role in ("Launcher", "Worker"):
         job.pod_spec_field(role, "terminationGracePeriodSeconds", 0)
     return job
+
+
+# --- gang scheduling ----------------------------------------------------------------------
+
+CONDITION_GANG_SCHEDULED = "GangScheduled"
+# (group, version) of the PodGroup each gang flavour's operator writes.
+POD_GROUP_APIS = {
+    "volcano": ("scheduling.volcano.sh", "v1beta1"),
+    "scheduler-plugins": ("scheduling.x-k8s.io", "v1alpha1"),
+}
+
+
+def get_pod_group(cluster: E2ECluster, namespace: str, name: str) -> dict[str, Any] | None:
+    """The PodGroup of this flavour's scheduler, or None when there is none."""
+    group, version = POD_GROUP_APIS[cluster.flavour]
+    try:
+        return cluster.get_custom(group, version, namespace, "podgroups", name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def retry_gang(cluster: E2ECluster, namespace: str, name: str) -> None:
+    """Have the scheduler look at a waiting gang again once room has been made for it.
+
+    Coscheduling requeues a gang it turned down only on a Pod add or a PodGroup add/update,
+    not on a Node add or a Pod delete, so without a touch the gang waits for the scheduler's
+    periodic flush (up to 5 minutes). Even a PodGroup update can be lost: the plugin reads
+    PodGroups through a cache of its own, which may not have the update yet when the
+    scheduler's event retries the gang. Volcano looks at every gang each second.
+    """
+    if cluster.flavour != "scheduler-plugins":
+        return
+    group, version = POD_GROUP_APIS[cluster.flavour]
+    stamp = {"metadata": {"annotations": {"e2e.mpi-operator.dev/retry": str(time.time())}}}
+    cluster.custom.patch_namespaced_custom_object(
+        group, version, namespace, "podgroups", name, stamp
+    )
+
+
+def finish_pod(cluster: E2ECluster, namespace: str, name: str, exit_code: int = 0) -> None:
+    """End a simulated pod held with ``sim.mpi-operator.dev/hold``."""
+    patch = {"metadata": {"annotations": {"sim.mpi-operator.dev/exit-code": str(exit_code)}}}
+    cluster.core.patch_namespaced_pod(name, namespace, patch)
+
+
+def finish_launcher(cluster: E2ECluster, namespace: str, job_name: str, exit_code: int = 0) -> None:
+    """End the held launcher pod(s) of an MPIJob."""
+    launchers = pods_of(cluster, namespace, job_name, "launcher")
+    assert launchers, f"no launcher pod of {namespace}/{job_name}"
+    for pod in launchers:
+        finish_pod(cluster, namespace, pod.metadata.name, exit_code)

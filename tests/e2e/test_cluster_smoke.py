@@ -15,6 +15,8 @@ import pytest
 
 from .clusters import (
     CLUSTER_TOOL,
+    COSCHEDULING,
+    VOLCANO,
     ClusterProvider,
     E2ECluster,
     load_cluster_tool,
@@ -24,8 +26,6 @@ from .clusters import (
 
 pytestmark = pytest.mark.e2e
 
-VOLCANO = pytest.param("volcano", id="volcano", marks=pytest.mark.volcano)
-COSCHEDULING = pytest.param("scheduler-plugins", id="coscheduling", marks=pytest.mark.coscheduling)
 FLAVOURS = [pytest.param("default", id="default"), VOLCANO, COSCHEDULING]
 
 VOLCANO_PG = ("scheduling.volcano.sh", "v1beta1", "podgroups")
