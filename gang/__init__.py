@@ -6,7 +6,7 @@ A new gang scheduler is one new module below ``gang/`` plus one entry in ``_STRA
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,6 +40,20 @@ class PodGroupResource:
         return f"{self.group}/{self.version}"
 
 
+@dataclass(frozen=True)
+class ClusterResource:
+    """A cluster-scoped kind a strategy reads to judge a gang (Volcano's queues, say)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+
+
+Lookup = Callable[[str, str], dict[str, Any] | None]
+"""``lookup(plural, name)``: a cached cluster-scoped object of a ``watched_resources`` kind."""
+
+
 class GangScheduler(Protocol):
     """A gang scheduler the operator can hand a job's pods to."""
 
@@ -71,6 +85,16 @@ class GangScheduler(Protocol):
 
     def gang_state(self, pod_group: dict[str, Any]) -> GangState:
         """The scheduler's verdict on a stored PodGroup, read from its status."""
+        ...
+
+    @property
+    def watched_resources(self) -> Sequence[ClusterResource]:
+        """Cluster-scoped kinds ``blocked`` reads; the operator caches them."""
+        ...
+
+    def blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
+        """Why the scheduler will not consider an unplaced gang at all, when the reason lies
+        outside the PodGroup (which then says nothing); None when nothing blocks it."""
         ...
 
 

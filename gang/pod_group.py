@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import abc
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from gang import PodGroupResource
+from gang import ClusterResource, GangState, Lookup, PodGroupResource
 from gang.members import min_member
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.api.v2beta1 import MPIJob
@@ -63,6 +63,12 @@ class PodGroupScheduler(abc.ABC):
         self, current: Mapping[str, Any], desired: Mapping[str, Any]
     ) -> dict[str, Any]:
         return updated_pod_group(current, desired)
+
+    # Most schedulers report everything on the PodGroup itself.
+    watched_resources: ClassVar[Sequence[ClusterResource]] = ()
+
+    def blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
+        return None
 
 
 def same_spec(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gang import GangState, PodGroupResource
+from gang import ClusterResource, GangState, Lookup, PodGroupResource
 from gang.members import min_resources, scheduling_policy, template_priority_class
 from gang.pod_group import PodGroupScheduler, optional_resource_list, same_spec, scalar
 from gang.pod_template import assign_to_gang
@@ -22,6 +22,8 @@ GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 # The queue the Volcano CRD (v1.12 on) stores when a PodGroup names none.
 DEFAULT_QUEUE: Final = "default"
+QUEUE_RESOURCE: Final = ClusterResource("scheduling.volcano.sh", "v1beta1", "Queue", "queues")
+QUEUE_OPEN: Final = "Open"
 
 _SPEC_FIELDS: Final = {
     "minMember": scalar(0),
@@ -37,6 +39,7 @@ class VolcanoScheduler(PodGroupScheduler):
     """Gangs placed by vc-scheduler, admitted through Volcano queues."""
 
     pod_group_resource = POD_GROUP_RESOURCE
+    watched_resources = (QUEUE_RESOURCE,)
 
     @property
     def scheduler_name(self) -> str:
@@ -104,6 +107,26 @@ class VolcanoScheduler(PodGroupScheduler):
             "PodGroupPending",
             f'The gang waits for admission to Volcano queue "{queue}".',
         )
+
+    def blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
+        # Volcano writes nothing on a PodGroup whose queue is missing or not Open: the gang
+        # just never enters a queue, so the queue itself is the only place the cause shows.
+        name = (pod_group.get("spec") or {}).get("queue") or DEFAULT_QUEUE
+        queue = lookup(QUEUE_RESOURCE.plural, name)
+        if queue is None:
+            return GangState(
+                False,
+                "QueueNotFound",
+                f'Volcano queue "{name}" does not exist; the gang waits until it is created.',
+            )
+        state = (queue.get("status") or {}).get("state") or QUEUE_OPEN
+        if state != QUEUE_OPEN:
+            return GangState(
+                False,
+                "QueueNotOpen",
+                f'Volcano queue "{name}" is {state}; it admits no new gangs until it is Open.',
+            )
+        return None
 
 
 def _queue(job: MPIJob) -> str:

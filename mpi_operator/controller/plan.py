@@ -316,6 +316,8 @@ class _Sync:
         if pod_group is None:
             return
         state = gang.gang_state(pod_group)
+        if not state.scheduled and not placed_only:
+            state = gang.blocked(pod_group, self._cluster_object) or state
         if state.scheduled is None:
             return
         if placed_only and (
@@ -336,6 +338,9 @@ class _Sync:
         if changed:
             kind = NORMAL if state.scheduled or state.reason != "Unschedulable" else WARNING
             self.plan.events.append(Event(kind, state.reason, state.message))
+
+    def _cluster_object(self, plural: str, name: str) -> dict[str, Any] | None:
+        return self.view.get(plural, "", name)
 
     def _ensure_workers(self) -> list[dict[str, Any]] | None:
         """Worker pods after creating missing ones and deleting surplus ones; None on conflict."""

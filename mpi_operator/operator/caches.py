@@ -9,7 +9,7 @@ are dropped from every object.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gang import GangScheduler
@@ -61,10 +61,12 @@ class Caches:
     mpijobs: Informer
     children: dict[str, Informer]
     priority_classes: Informer | None
+    # Cluster-scoped objects the gang strategy judges gangs by (Volcano's queues), by plural.
+    gang_inputs: dict[str, Informer] = field(default_factory=dict)
 
     @property
     def all(self) -> list[Informer]:
-        informers = [self.mpijobs, *self.children.values()]
+        informers = [self.mpijobs, *self.children.values(), *self.gang_inputs.values()]
         return informers + ([self.priority_classes] if self.priority_classes else [])
 
     def view(self) -> CacheView:
@@ -107,12 +109,18 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
         ),
     }
     priority_classes = None
+    gang_inputs: dict[str, Informer] = {}
     if gang is not None:
         resource = pod_group_resource(gang)
         children[resource.plural] = child(resource)
         priority_classes = Informer.for_resource(client, PRIORITY_CLASSES)
+        for watched in gang.watched_resources:
+            cluster_scoped = Resource(
+                watched.group, watched.version, watched.plural, False, watched.kind
+            )
+            gang_inputs[watched.plural] = Informer.for_resource(client, cluster_scoped)
     mpijobs = Informer.for_resource(client, MPIJOBS, namespace=scope)
-    return Caches(mpijobs, children, priority_classes)
+    return Caches(mpijobs, children, priority_classes, gang_inputs)
 
 
 class CacheView:
@@ -122,7 +130,7 @@ class CacheView:
         self._caches = caches
 
     def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
-        informer = self._caches.children.get(resource)
+        informer = self._caches.children.get(resource) or self._caches.gang_inputs.get(resource)
         if informer is None:
             return None
         return informer.store.get(make_key(namespace, name))

@@ -131,6 +131,14 @@ class Operator:
 
         for informer in caches.children.values():
             informer.add_event_handler(to_owner, owners_of_both, to_owner)
+
+        def every_job(*_: Object) -> None:
+            # Gang inputs (a queue opening, say) can unblock any job; they change rarely.
+            for key in sorted(caches.mpijobs.store.keys()):
+                queue.add(key)
+
+        for informer in caches.gang_inputs.values():
+            informer.add_event_handler(every_job, every_job, every_job)
         recorder = EventRecorder(ClientEventSink(client), EVENT_COMPONENT)
         reconciler = MPIJobReconciler(
             caches,

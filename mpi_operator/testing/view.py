@@ -17,6 +17,7 @@ _RESOURCES = {
     "Pod": "pods",
     "Job": "jobs",
     "PodGroup": "podgroups",
+    "Queue": "queues",
 }
 
 

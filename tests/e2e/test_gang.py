@@ -602,31 +602,30 @@ def test_volcano_gets_the_policy_priority_class(gang: Gang, ns: str, priority_cl
 
 
 @pytest.mark.parametrize("gang", [VOLCANO], indirect=True)
-def test_volcano_ignores_a_gang_whose_queue_does_not_exist_until_it_is_created(
+def test_a_gang_whose_volcano_queue_does_not_exist_says_so_until_it_is_created(
     gang: Gang, ns: str, volcano_queue: Callable[..., str]
 ) -> None:
     c = gang.cluster
     missing = f"gang-missing-{uuid.uuid4().hex[:8]}"
     create_mpijob(c, ns, sim_job("lost").scheduling_policy(queue=missing).obj())
-    # A gang in the default queue, created after it, shows that Volcano has had its turns.
-    create_mpijob(c, ns, sim_job("control").obj())
-    wait_for_condition(c, ns, "control", CONDITION_GANG_SCHEDULED, operator=gang.operator)
-    settle(2)
-
-    # Volcano leaves a gang of an unknown queue out of its snapshot: it writes no PodGroup
-    # status, no pod condition and no event, so the operator has nothing to report.
+    # Volcano leaves a gang of an unknown queue out of its snapshot: no PodGroup status, no
+    # pod condition, no event. The operator reads the queue itself and says why.
+    waiting = wait_for_condition(
+        c, ns, "lost", CONDITION_GANG_SCHEDULED, status="False", operator=gang.operator
+    )
+    cond = condition(waiting, CONDITION_GANG_SCHEDULED)
+    assert cond is not None and cond["reason"] == "QueueNotFound"
+    assert f'Volcano queue "{missing}" does not exist' in cond["message"]
+    assert "QueueNotFound" in event_reasons(c, ns, "lost")
     pg = get_pod_group(c, ns, "lost")
-    assert pg is not None and pg["spec"]["queue"] == missing
-    assert not pg.get("status"), pg
+    assert pg is not None and not pg.get("status"), pg
     pods = pods_of(c, ns, "lost")
     assert len(pods) == 3
     assert all(p.status.phase == "Pending" and not p.spec.node_name for p in pods)
-    assert not any(turned_down_pod(p) for p in pods), describe(c, ns)
-    assert gang_condition(c, ns, "lost") is None
 
     volcano_queue(missing)
-    wait_for_condition(c, ns, "lost", CONDITION_GANG_SCHEDULED, operator=gang.operator)
     wait_for_condition(c, ns, "lost", "Succeeded", operator=gang.operator)
+    wait_for_condition(c, ns, "lost", CONDITION_GANG_SCHEDULED, operator=gang.operator)
 
 
 # --- scheduler-plugins ----------------------------------------------------------------------

@@ -39,7 +39,6 @@ NOT_GRANTED = (
     ("apiextensions.k8s.io", "customresourcedefinitions"),
     ("rbac.authorization.k8s.io", "clusterroles"),
     ("events.k8s.io", "events"),
-    ("scheduling.volcano.sh", "queues"),
 )
 
 

@@ -49,6 +49,7 @@ OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
         {"get", "list", "watch", "create", "update", "delete"},
         "coscheduling gangs",
     ),
+    ("scheduling.volcano.sh", "queues"): ({"get", "list", "watch"}, "why a Volcano gang waits"),
     ("coordination.k8s.io", "leases"): ({"get", "create", "update"}, "leader election"),
 }
 # Where the resources a sync plan writes live.

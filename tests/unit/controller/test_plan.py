@@ -28,6 +28,15 @@ CREATE_SHARED_OBJECTS = [
 ]
 
 
+def queue(name: str = "default", state: str = "Open") -> dict[str, Any]:
+    return {"kind": "Queue", "metadata": {"name": name}, "status": {"state": state}}
+
+
+def cluster_view(*objects: dict[str, Any]) -> MemoryView:
+    """A cache view of a cluster with Volcano's Open default queue, plus ``objects``."""
+    return MemoryView(queue(), *objects)
+
+
 def context(gang: str = "", now: str = NOW) -> SyncContext:
     return SyncContext(
         facts=ClusterFacts(),
@@ -76,13 +85,13 @@ def converge(
 
 
 def test_a_deleted_job_needs_nothing() -> None:
-    plan = plan_sync(None, MemoryView(), context())
+    plan = plan_sync(None, cluster_view(), context())
     assert plan.actions == [] and plan.events == [] and plan.error is None
 
 
 def test_an_invalid_job_gets_a_validation_event_and_no_writes() -> None:
     obj = MPIJobWrapper().replicas("Launcher", 2).obj()
-    plan = plan_sync(obj, MemoryView(), context())
+    plan = plan_sync(obj, cluster_view(), context())
     assert plan.actions == []
     assert reasons(plan) == ["ValidationError"]
     assert plan.events[0].message == (
@@ -92,14 +101,14 @@ def test_an_invalid_job_gets_a_validation_event_and_no_writes() -> None:
 
 def test_a_job_managed_by_multikueue_is_left_alone() -> None:
     obj = MPIJobWrapper().workers(2).run_policy(managedBy="kueue.x-k8s.io/multikueue").obj()
-    plan = plan_sync(obj, MemoryView(), context())
+    plan = plan_sync(obj, cluster_view(), context())
     assert plan.actions == [] and plan.events == []
 
 
 @pytest.mark.parametrize("implementation", ["OpenMPI", "Intel", "MPICH"])
 def test_all_resources_are_created_in_order(implementation: str) -> None:
     obj = MPIJobWrapper().workers(5).implementation(implementation).obj()
-    plan = plan_sync(obj, MemoryView(), context())
+    plan = plan_sync(obj, cluster_view(), context())
     assert writes(plan) == [
         *CREATE_SHARED_OBJECTS,
         *worker_writes("create", 5),
@@ -116,13 +125,13 @@ def test_all_resources_are_created_in_order(implementation: str) -> None:
 
 @pytest.mark.parametrize("gang", ["volcano", "scheduler-plugins-scheduler"])
 def test_pod_group_is_created_before_any_worker(gang: str) -> None:
-    plan = plan_sync(MPIJobWrapper().workers(2).obj(), MemoryView(), context(gang))
+    plan = plan_sync(MPIJobWrapper().workers(2).obj(), cluster_view(), context(gang))
     assert writes(plan)[3:6] == ["create podgroups test", *worker_writes("create", 2)]
 
 
 def test_a_synced_job_converges_to_no_writes() -> None:
     obj = MPIJobWrapper().workers(3).obj()
-    view = MemoryView()
+    view = cluster_view()
     converged = converge(obj, view, context("volcano"))
     assert plan_sync(converged, view, context("volcano", now=LATER)).actions == []
 
@@ -155,7 +164,7 @@ def test_an_object_we_do_not_own_is_never_touched(kind: str, name: str) -> None:
 
 def test_suspended_job_gets_a_suspended_launcher_and_no_workers() -> None:
     obj = MPIJobWrapper().workers(2).suspend().obj()
-    plan = plan_sync(obj, MemoryView(), context("volcano"))
+    plan = plan_sync(obj, cluster_view(), context("volcano"))
     assert writes(plan) == [
         *CREATE_SHARED_OBJECTS,
         "create jobs test-launcher",
@@ -174,7 +183,7 @@ def test_suspended_job_gets_a_suspended_launcher_and_no_workers() -> None:
 
 def test_suspending_a_running_job_deletes_workers_and_pod_group() -> None:
     obj = MPIJobWrapper().workers(2).obj()
-    view = MemoryView()
+    view = cluster_view()
     obj = converge(obj, view, context("volcano"))
     obj["spec"]["runPolicy"] = {"suspend": True}
     plan = plan_sync(obj, view, context("volcano", now=LATER))
@@ -189,7 +198,7 @@ def test_suspending_a_running_job_deletes_workers_and_pod_group() -> None:
 
 def test_resuming_recreates_pod_group_and_workers_and_clears_launcher_start_time() -> None:
     obj = MPIJobWrapper().workers(2).suspend().obj()
-    view = MemoryView()
+    view = cluster_view()
     obj = converge(obj, view, context("volcano"))
     launcher = view.get("jobs", "ns", "test-launcher")
     assert launcher is not None
@@ -218,7 +227,7 @@ def test_resuming_recreates_pod_group_and_workers_and_clears_launcher_start_time
 
 def test_wait_for_workers_ready_creates_the_launcher_only_after_every_worker_is_ready() -> None:
     obj = MPIJobWrapper().workers(2).launcher_creation_policy("WaitForWorkersReady").obj()
-    view = MemoryView()
+    view = cluster_view()
     plan = plan_sync(obj, view, context())
     assert "create jobs test-launcher" not in writes(plan)
     view.apply(plan.actions)
@@ -236,13 +245,13 @@ def test_wait_for_workers_ready_creates_the_launcher_only_after_every_worker_is_
 
 def test_wait_for_workers_ready_does_not_start_a_suspended_launcher() -> None:
     obj = MPIJobWrapper().workers(2).launcher_creation_policy("WaitForWorkersReady").suspend().obj()
-    plan = plan_sync(obj, MemoryView(), context())
+    plan = plan_sync(obj, cluster_view(), context())
     assert "create jobs test-launcher" not in writes(plan)
 
 
 def test_scaling_down_deletes_the_surplus_workers_by_name() -> None:
     obj = MPIJobWrapper().workers(3).run_launcher_as_worker().obj()
-    view = MemoryView()
+    view = cluster_view()
     obj = converge(obj, view, context())
     obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 1
     plan = plan_sync(obj, view, context(now=LATER))
@@ -255,7 +264,7 @@ def test_scaling_down_deletes_the_surplus_workers_by_name() -> None:
 
 def test_workers_that_finished_are_not_recreated() -> None:
     obj = MPIJobWrapper().workers(2).obj()
-    view = MemoryView()
+    view = cluster_view()
     obj = converge(obj, view, context())
     pod = view.get("pods", "ns", "test-worker-1")
     assert pod is not None
@@ -286,7 +295,7 @@ def finished(obj: dict[str, Any], policy: str) -> dict[str, Any]:
 )
 def test_finished_job_cleans_up_workers_per_policy(policy: str, deleted: list[str]) -> None:
     job = MPIJobWrapper().workers(3).obj()
-    view = MemoryView()
+    view = cluster_view()
     converge(job, view, context("scheduler-plugins-scheduler"))
     phases = ["Running", "Succeeded", "Pending"]
     for i, phase in enumerate(phases):
@@ -304,7 +313,7 @@ def test_finished_job_cleans_up_workers_per_policy(policy: str, deleted: list[st
 
 def test_finished_job_writes_status_once_not_every_sync() -> None:
     job = finished(MPIJobWrapper().workers(1).obj(), "All")
-    view = MemoryView()
+    view = cluster_view()
     plan = plan_sync(job, view, context())
     job["status"] = status_of(plan)
     assert plan_sync(job, view, context(now=LATER)).actions == []
@@ -312,7 +321,7 @@ def test_finished_job_writes_status_once_not_every_sync() -> None:
 
 def test_gang_policy_change_updates_the_pod_group_in_place() -> None:
     obj = MPIJobWrapper().workers(2).obj()
-    view = MemoryView()
+    view = cluster_view()
     obj = converge(obj, view, context("volcano"))
     obj["spec"].setdefault("runPolicy", {})["schedulingPolicy"] = {"minAvailable": 2, "queue": "q"}
     plan = plan_sync(obj, view, context("volcano", now=LATER))
@@ -377,7 +386,7 @@ def gang_condition(plan: Plan) -> tuple[str, str] | None:
 def test_the_schedulers_verdict_on_the_pod_group_becomes_the_gang_scheduled_condition(
     gang: str, status: dict[str, Any], expected: tuple[str, str], event_type: str
 ) -> None:
-    view = MemoryView()
+    view = cluster_view()
     obj = converge(MPIJobWrapper().workers(2).obj(), view, context(gang))
     pod_group_with_status(view, status)
     plan = plan_sync(obj, view, context(gang, now=LATER))
@@ -391,7 +400,7 @@ def test_the_schedulers_verdict_on_the_pod_group_becomes_the_gang_scheduled_cond
 
 
 def test_a_pod_group_the_scheduler_has_not_seen_yet_sets_no_gang_condition() -> None:
-    view = MemoryView()
+    view = cluster_view()
     obj = converge(MPIJobWrapper().workers(2).obj(), view, context("volcano"))
     assert all(c["type"] != "GangScheduled" for c in obj["status"]["conditions"])
 
@@ -420,7 +429,7 @@ GANGS = ["volcano", "scheduler-plugins-scheduler"]
 
 @pytest.mark.parametrize("gang", GANGS)
 def test_a_gang_reported_placed_only_as_its_launcher_finishes_reads_scheduled(gang: str) -> None:
-    view = MemoryView()
+    view = cluster_view()
     obj = observed_waiting(gang, view)
     launcher_completed(view)
     pod_group_with_status(view, {"phase": "Running"})
@@ -431,7 +440,7 @@ def test_a_gang_reported_placed_only_as_its_launcher_finishes_reads_scheduled(ga
 
 @pytest.mark.parametrize("gang", GANGS)
 def test_a_gang_reported_placed_after_its_job_finished_reads_scheduled(gang: str) -> None:
-    view = MemoryView()
+    view = cluster_view()
     obj = observed_waiting(gang, view)
     launcher_completed(view)
     obj["status"] = status_of(plan_sync(obj, view, context(gang, now=LATER)))
@@ -447,7 +456,7 @@ def test_a_gang_reported_placed_after_its_job_finished_reads_scheduled(gang: str
 
 @pytest.mark.parametrize("gang", GANGS)
 def test_a_finished_job_whose_gang_ran_is_never_reported_waiting_again(gang: str) -> None:
-    view = MemoryView()
+    view = cluster_view()
     obj = converge(MPIJobWrapper().workers(2).obj(), view, context(gang))
     pod_group_with_status(view, {"phase": "Running"})
     launcher_completed(view)
@@ -456,3 +465,36 @@ def test_a_finished_job_whose_gang_ran_is_never_reported_waiting_again(gang: str
     # Its pods gone, the scheduler counts too few of them again.
     pod_group_with_status(view, {"phase": "Pending"})
     assert plan_sync(obj, view, context(gang, now=LATER)).actions == []
+
+
+@pytest.mark.parametrize(
+    ("queues", "reason", "message"),
+    [
+        ([], "QueueNotFound", 'Volcano queue "q" does not exist'),
+        ([queue("q", "Closed")], "QueueNotOpen", 'Volcano queue "q" is Closed'),
+    ],
+    ids=["missing", "closed"],
+)
+def test_a_volcano_queue_that_cannot_admit_the_gang_is_named_in_the_condition(
+    queues: list[dict[str, Any]], reason: str, message: str
+) -> None:
+    view = cluster_view(*queues)
+    job = MPIJobWrapper().workers(2).scheduling_policy(queue="q").obj()
+    obj = converge(job, view, context("volcano"))
+    [cond] = [c for c in obj["status"]["conditions"] if c["type"] == "GangScheduled"]
+    assert (cond["status"], cond["reason"]) == ("False", reason)
+    assert cond["message"].startswith(message)
+    # Once the queue is there and Open, the PodGroup's own status speaks again.
+    view.add(queue("q"))
+    pod_group_with_status(view, {"phase": "Pending"})
+    plan = plan_sync(obj, view, context("volcano", now=LATER))
+    assert gang_condition(plan) == ("False", "PodGroupPending")
+
+
+def test_a_placed_gang_is_not_reported_blocked_when_its_queue_closes_later() -> None:
+    view = cluster_view(queue("q", "Closed"))
+    job = MPIJobWrapper().workers(2).scheduling_policy(queue="q").obj()
+    obj = converge(job, view, context("volcano"))
+    pod_group_with_status(view, {"phase": "Running"})
+    plan = plan_sync(obj, view, context("volcano", now=LATER))
+    assert gang_condition(plan) == ("True", "PodGroupRunning")

@@ -105,3 +105,14 @@ def test_cached_pods_keep_metadata_and_status_but_not_the_spec() -> None:
     assert "spec" not in cached and "annotations" not in cached["metadata"]
     assert cached["status"]["phase"] == "Running"
     assert cached["metadata"]["ownerReferences"][0]["name"] == "pi"
+
+
+def test_volcano_queues_are_cached_and_read_through_the_view() -> None:
+    caches = build_caches(offline_client(), "ns", select_gang_scheduler("volcano"))
+    assert list(caches.gang_inputs) == ["queues"]
+    caches.gang_inputs["queues"].store.upsert(
+        {"metadata": {"name": "default", "resourceVersion": "1"}, "status": {"state": "Open"}}
+    )
+    assert caches.view().get("queues", "", "default") is not None
+    coscheduling = build_caches(offline_client(), "ns", select_gang_scheduler("sp-scheduler"))
+    assert coscheduling.gang_inputs == {}
