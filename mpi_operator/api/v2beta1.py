@@ -51,7 +51,9 @@ class SchedulingPolicy(APIModel):
         default=None,
         description=(
             "Minimal number of pods that must be schedulable together; becomes the "
-            "PodGroup's minMember. Defaults to the number of workers plus one (the launcher)."
+            "PodGroup's minMember. Defaults to the number of workers plus one (the launcher); "
+            "with launcherCreationPolicy WaitForWorkersReady, to the number of workers, since "
+            "the launcher is created only once they are ready."
         ),
         json_schema_extra=_schema(minimum=0, format="int32"),
     )
