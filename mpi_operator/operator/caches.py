@@ -27,7 +27,7 @@ from mpi_operator.runtime.client import (
     Resource,
 )
 from mpi_operator.runtime.informer import Informer
-from mpi_operator.runtime.objects import Object, make_key
+from mpi_operator.runtime.objects import Object, controller_ref, make_key
 from mpi_operator.runtime.reflector import chain_transforms, strip_managed_fields
 from mpi_operator.runtime.store import (
     INDEX_CONTROLLER_UID,
@@ -152,15 +152,15 @@ class CacheView:
 
 def owning_mpijob_key(caches: Caches, obj: Object) -> str | None:
     """The key of the MPIJob a child belongs to: its controller, or its Job's for a pod."""
+    ref = controller_ref(obj)
+    if ref is None:
+        return None
     namespace = obj["metadata"].get("namespace", "")
-    for ref in obj["metadata"].get("ownerReferences") or []:
-        if not ref.get("controller"):
-            continue
-        if ref.get("kind") == c.KIND and str(ref.get("apiVersion", "")).startswith(c.GROUP):
-            return make_key(namespace, ref["name"])
-        if ref.get("kind") == "Job":
-            job = caches.children[JOBS.plural].store.get(make_key(namespace, ref["name"]))
-            return owning_mpijob_key(caches, job) if job is not None else None
+    if ref.get("kind") == c.KIND and str(ref.get("apiVersion", "")).startswith(c.GROUP):
+        return make_key(namespace, ref["name"])
+    if ref.get("kind") == "Job":
+        job = caches.children[JOBS.plural].store.get(make_key(namespace, ref["name"]))
+        return owning_mpijob_key(caches, job) if job is not None else None
     return None
 
 

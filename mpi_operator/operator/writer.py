@@ -17,7 +17,7 @@ from mpi_operator.api import constants as c
 from mpi_operator.controller.execute import WriteError
 from mpi_operator.controller.plan import Action, resource_exists_message
 from mpi_operator.runtime.client import ApiError, Client, Resource
-from mpi_operator.runtime.objects import Object
+from mpi_operator.runtime.objects import Object, controller_ref
 
 REASON_RESOURCE_EXISTS: Final = "ErrResourceExists"
 
@@ -71,11 +71,5 @@ class ApiWriter:
 
 
 def _same_controller(live: Object, desired: Object) -> bool:
-    def controller_uid(obj: Object) -> str | None:
-        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-            if ref.get("controller"):
-                return str(ref.get("uid"))
-        return None
-
-    wanted = controller_uid(desired)
-    return wanted is not None and controller_uid(live) == wanted
+    wanted, found = controller_ref(desired), controller_ref(live)
+    return wanted is not None and found is not None and found.get("uid") == wanted.get("uid")
