@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,18 +39,15 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 REPO = Path(__file__).resolve().parents[1]
-CLUSTER_TOOL = REPO / "hack" / "cluster" / "localcluster.py"
+# The local cluster tool is a script, not a package; its functions do the cluster work here.
+sys.path.insert(0, str(REPO / "hack" / "cluster"))
+import localcluster  # noqa: E402
+
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
 THRESHOLDS = REPO / "bench" / "thresholds.yaml"
 NAMESPACE = "bench"
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 WRITE_VERBS = ("create", "update", "patch", "delete")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def job_manifest(name: str, workers: int) -> dict[str, Any]:
@@ -86,42 +82,16 @@ def job_manifest(name: str, workers: int) -> dict[str, Any]:
 
 
 def cluster_up(pods: int) -> str:
+    """A local cluster named bench with room for ``pods`` pods; returns its kubeconfig."""
     nodes = max(2, pods // 100 + 1)
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(CLUSTER_TOOL),
-            "up",
-            "--name",
-            "bench",
-            "--nodes",
-            str(nodes),
-            "--node-cpu",
-            "64",
-            "--node-memory",
-            "256Gi",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True,
-    )
-    return result.stdout.strip().splitlines()[-1].removeprefix("export KUBECONFIG=")
+    info = localcluster.up(name="bench", nodes=nodes, node_cpu="64", node_memory="256Gi")
+    return str(info.kubeconfig)
 
 
-def install_crd(api: k8s.ApiClient) -> None:
-    body = yaml.safe_load(CRD.read_text())
-    extensions = k8s.ApiextensionsV1Api(api)
-    try:
-        extensions.create_custom_resource_definition(body)
-    except k8s.ApiException as error:
-        if error.status != 409:
-            raise
-    for _ in range(120):
-        crd = extensions.read_custom_resource_definition(body["metadata"]["name"])
-        if any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or []):
-            return
-        time.sleep(0.5)
-    raise RuntimeError("CRD not established")
+def install_crd(kubeconfig: str) -> None:
+    """Install the MPIJob CRD with the cluster tool's kubectl, whatever cluster this is."""
+    info = localcluster.ClusterInfo("bench", "", kubeconfig, [], time.time())
+    localcluster.apply_crds(localcluster.Cluster(info, localcluster.bin_dir()), [CRD])
 
 
 def scrape(port: int) -> dict[tuple[str, str], float]:
@@ -155,15 +125,15 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def run(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
+    install_crd(kubeconfig)
     api = k8s_config.new_client_from_config(config_file=kubeconfig)
-    install_crd(api)
     core = k8s.CoreV1Api(api)
     try:
         core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
     except k8s.ApiException as error:
         if error.status != 409:
             raise
-    metrics_port = free_port()
+    metrics_port = localcluster.free_port()
     log_path = Path(os.environ.get("TMPDIR", "/tmp")) / "bench-operator.log"
     operator_args = [
         sys.executable,
@@ -306,11 +276,7 @@ def main() -> int:
         result = run(args, kubeconfig)
     finally:
         if started_cluster:
-            subprocess.run(
-                [sys.executable, str(CLUSTER_TOOL), "down", "--name", "bench"],
-                stdout=subprocess.DEVNULL,
-                check=False,
-            )
+            localcluster.down("bench")
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -26,9 +26,11 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 REPO = Path(__file__).resolve().parents[1]
-CLUSTER_TOOL = REPO / "hack" / "cluster" / "localcluster.py"
+# The local cluster tool is a script, not a package; its functions do the cluster work here.
+sys.path.insert(0, str(REPO / "hack" / "cluster"))
+import localcluster  # noqa: E402
+
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
-CRD_NAME = "mpijobs.kubeflow.org"
 EXAMPLE = REPO / "examples" / "pi" / "pi.yaml"
 GANG_FLAGS = {
     "default": "",
@@ -45,39 +47,14 @@ def say(message: str) -> None:
     print(f"demo: {message}", flush=True)
 
 
-def cluster_up(scheduler: str, name: str) -> str:
+def cluster_up(scheduler: str, name: str) -> localcluster.Cluster:
+    """The running cluster, with the MPIJob CRD installed."""
     say(f"starting local cluster {name} ({scheduler}); a first run builds it from source")
-    result = subprocess.run(
-        [sys.executable, str(CLUSTER_TOOL), "up", "--scheduler", scheduler, "--name", name],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True,
-    )
-    last = result.stdout.strip().splitlines()[-1]
-    return last.removeprefix("export KUBECONFIG=")
-
-
-def cluster_down(name: str) -> None:
-    subprocess.run(
-        [sys.executable, str(CLUSTER_TOOL), "down", "--name", name],
-        stdout=subprocess.DEVNULL,
-        check=False,
-    )
-
-
-def install_crd(kubeconfig: str) -> None:
-    bin_dir = subprocess.run(
-        ["bash", str(REPO / "hack" / "cluster" / "build.sh"), "--print"],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    kubectl = [str(Path(bin_dir) / "kubectl"), f"--kubeconfig={kubeconfig}"]
-    subprocess.run([*kubectl, "apply", "-f", str(CRD)], check=True)
-    subprocess.run(
-        [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd/" + CRD_NAME],
-        check=True,
-    )
+    info = localcluster.up(scheduler, name=name)
+    cluster = localcluster.Cluster(info, localcluster.bin_dir())
+    localcluster.apply_crds(cluster, [CRD])
+    say("MPIJob CRD installed")
+    return cluster
 
 
 def start_operator(kubeconfig: str, scheduler: str, log_path: Path) -> subprocess.Popen[bytes]:
@@ -147,12 +124,16 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave cluster and operator running")
     args = parser.parse_args()
     name = f"demo-{args.scheduler}"
-    kubeconfig = cluster_up(args.scheduler, name)
+    try:
+        kubeconfig = cluster_up(args.scheduler, name).kubeconfig
+    except localcluster.ClusterError as error:
+        say(f"the local cluster did not come up: {error}")
+        localcluster.down(name)
+        return 1
     operator: subprocess.Popen[bytes] | None = None
     succeeded = False
     try:
         api = k8s_config.new_client_from_config(config_file=kubeconfig)
-        install_crd(kubeconfig)
         log_dir = Path(os.environ.get("TMPDIR", "/tmp"))
         operator = start_operator(kubeconfig, args.scheduler, log_dir / f"{name}-operator.log")
         succeeded = submit_and_watch(api, operator)
@@ -163,7 +144,7 @@ def main() -> int:
             if operator is not None and operator.poll() is None:
                 operator.send_signal(signal.SIGTERM)
                 operator.wait(30)
-            cluster_down(name)
+            localcluster.down(name)
             say("stopped the operator and the cluster")
     say("Succeeded" if succeeded else "did not succeed")
     return 0 if succeeded else 1

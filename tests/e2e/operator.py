@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
-from .clusters import REPO, E2ECluster, wait_until
+from .clusters import REPO, E2ECluster, load_cluster_tool, wait_until
 from .rbac import install_mpijob_crd, service_account_kubeconfig
 
 OPERATOR_NAMESPACE = "mpi-operator"
@@ -37,20 +36,9 @@ GANG_FLAGS = {
 }
 
 
-def install_crd(cluster: E2ECluster) -> None:
-    """Create or replace the MPIJob CRD and wait until it is served."""
-    install_mpijob_crd(cluster.api)
-
-
 def ensure_namespace(cluster: E2ECluster, name: str) -> None:
     with contextlib.suppress(ApiException):
         cluster.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class OperatorProcess:
@@ -72,13 +60,14 @@ class OperatorProcess:
         )
         self.extra_args = list(extra_args)
         self.name = name
-        self.health_port = free_port()
-        self.metrics_port = free_port()
+        tool = load_cluster_tool()
+        self.health_port = tool.free_port()
+        self.metrics_port = tool.free_port()
         self.log_path = workdir / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, wait_ready: bool = True) -> OperatorProcess:
-        install_crd(self.cluster)
+        install_mpijob_crd(self.cluster.api)
         ensure_namespace(self.cluster, OPERATOR_NAMESPACE)
         kubeconfig = service_account_kubeconfig(
             self.cluster.kubeconfig, OPERATOR_NAMESPACE, self.workdir
@@ -161,10 +150,6 @@ class OperatorProcess:
                 process.wait(10)
         self.process = None
         return process.returncode
-
-
-def mpijob_api(cluster: E2ECluster) -> k8s.CustomObjectsApi:
-    return cluster.custom
 
 
 def create_mpijob(cluster: E2ECluster, namespace: str, job: dict[str, Any]) -> dict[str, Any]:
