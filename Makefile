@@ -28,8 +28,12 @@ unit: venv
 
 # The one command that runs every check: lint, types, unit tests and the
 # cluster-backed tests (which bring up the local cluster themselves).
+# pytest exits 5 when it collected nothing; make fails on any non-zero exit, so that is a
+# failure too, and it says why.
 test: lint typecheck
-	$(BIN)/pytest tests
+	@$(BIN)/pytest tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
+	exit $$rc
 
 # Regenerate committed artefacts from their single sources of truth.
 generate: venv
