@@ -255,7 +255,14 @@ def _lead(
     health: HealthServer,
 ) -> bool:
     """Run ``operator`` while holding the Lease; True when leadership was lost, not given up."""
-    config = LeaderElectionConfig(DEFAULT_LEASE_NAME, options.lock_namespace)
+    config = LeaderElectionConfig(
+        DEFAULT_LEASE_NAME,
+        options.lock_namespace,
+        missing_namespace_advice=(
+            f"create it (kubectl create namespace {options.lock_namespace}) or pass "
+            "--lock-namespace with an existing namespace"
+        ),
+    )
 
     def lead(stopped: threading.Event) -> None:
         elected.set()
@@ -267,6 +274,7 @@ def _lead(
         on_started_leading=lead,
     )
     health.add_healthz("leaderElection", elector.healthy)
+    health.add_readyz("leaseNamespace", elector.can_campaign)
     elector.run(stop)
     return elected.is_set() and not stop.is_set()
 

@@ -54,6 +54,8 @@ IS_LEADER = Gauge("mpi_operator_is_leader", "1 while this replica holds the lead
 
 # client-go's JitterFactor for retries while not leading: waits of retry_period * [1, 2.2).
 _JITTER = 1.2
+# How often the error about a missing Lease namespace is repeated while it lasts (seconds).
+_MISSING_NAMESPACE_REMINDER = 60.0
 
 
 class LeaseClient(Protocol):
@@ -84,6 +86,8 @@ class LeaderElectionConfig:
     """On a clean stop, hand the Lease back so a standby takes over at once."""
     healthz_tolerance: float = 20.0
     """How long past lease expiry a leader that cannot renew still reports healthy."""
+    missing_namespace_advice: str = "create it"
+    """What the error about a Lease namespace that does not exist tells the reader to do."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.namespace or not self.identity:
@@ -153,6 +157,9 @@ class LeaderElector:
         self._record: _Record | None = None
         self._observed_at = 0.0  # monotonic time when the Lease last changed (or we renewed)
         self._reported_leader = ""
+        # Monotonic time of the last error about the Lease's missing namespace; None while the
+        # namespace is not known to be missing.
+        self._namespace_missing_since_report: float | None = None
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -168,6 +175,12 @@ class LeaderElector:
 
     def is_leader(self) -> bool:
         return self.leader == self.config.identity
+
+    def can_campaign(self) -> bool:
+        """False while the Lease cannot exist because its namespace does not: no replica can
+        lead then, so none is ready (a readiness check)."""
+        with self._lock:
+            return self._namespace_missing_since_report is None
 
     def healthy(self) -> bool:
         """False only when we lead and have not renewed for lease duration + tolerance: the
@@ -288,7 +301,12 @@ class LeaderElector:
             try:
                 self._write(self._new_lease(), fresh, now, create=True)
             except Exception as error:
-                log.info("%s: creating Lease %s: %s", self.identity, self._lease_name(), error)
+                if is_not_found(error):
+                    # A create answered 404 only when the namespace itself does not exist:
+                    # retrying cannot help until someone acts, so say what to do.
+                    self._report_missing_namespace()
+                else:
+                    log.info("%s: creating Lease %s: %s", self.identity, self._lease_name(), error)
                 return False
             return True
 
@@ -340,10 +358,27 @@ class LeaderElector:
             ) != resource_version_of(lease)
             self._lease = lease
             self._record = record
+            self._namespace_missing_since_report = None
             if changed:
                 self._observed_at = self._clock.monotonic()
         if changed:
             self._report_leader(record.holder)
+
+    def _report_missing_namespace(self) -> None:
+        now = self._clock.monotonic()
+        with self._lock:
+            last = self._namespace_missing_since_report
+            if last is not None and now - last < _MISSING_NAMESPACE_REMINDER:
+                return
+            self._namespace_missing_since_report = now
+        log.error(
+            "%s: cannot create Lease %s: namespace %s does not exist; %s. "
+            "Not ready, and nothing is reconciled, until the Lease can be created.",
+            self.identity,
+            self._lease_name(),
+            self.config.namespace,
+            self.config.missing_namespace_advice,
+        )
 
     def _write(self, lease: Object, record: _Record, now: str, *, create: bool) -> None:
         body = copy.deepcopy(lease)
@@ -361,6 +396,7 @@ class LeaderElector:
             self._lease = written if written else body
             self._record = _Record.of(self._lease)
             self._observed_at = self._clock.monotonic()
+            self._namespace_missing_since_report = None
         self._report_leader(record.holder)
 
     def _release(self) -> None:

@@ -1,18 +1,30 @@
 """Operators started with their own settings: one killed while it creates a job's pods and
-its successor, and one with a custom cluster domain, on a real cluster.
+its successor, one with a custom cluster domain, two electing a leader, and one whose Lease
+namespace does not exist yet, on a real cluster.
 
 Its own module: no other operator may run meanwhile, or it would act on the jobs too.
 """
 
 from __future__ import annotations
 
+import json
 import signal
+import urllib.error
+import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
 
 from .clusters import E2ECluster, wait_until
-from .operator import OperatorProcess, create_mpijob, pods_of, sim_job, wait_for_condition
+from .operator import (
+    OperatorProcess,
+    create_mpijob,
+    ensure_namespace,
+    pods_of,
+    sim_job,
+    wait_for_condition,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -73,3 +85,36 @@ def test_only_the_leader_reconciles_and_a_standby_takes_over_when_it_stops(
     finally:
         for process in (first, second):
             process.stop()
+
+
+def test_a_missing_lease_namespace_is_an_error_with_the_fix_and_keeps_the_operator_unready(
+    cluster: E2ECluster, namespace: str, tmp_path: Path
+) -> None:
+    lock_namespace = f"no-lock-{uuid.uuid4().hex[:6]}"
+    operator = OperatorProcess(cluster, tmp_path, extra_args=[f"--lock-namespace={lock_namespace}"])
+    operator.start(wait_ready=False)
+    try:
+
+        def errors() -> list[str]:
+            tail = operator.log_tail(400).splitlines()
+            lines = [json.loads(line) for line in tail if line.startswith("{")]
+            return [line["msg"] for line in lines if line.get("level") == "error"]
+
+        wait_until(lambda: errors(), 60, message=f"an error line (log: {operator.log_path})")
+        assert any(
+            f"namespace {lock_namespace} does not exist" in msg and "--lock-namespace" in msg
+            for msg in errors()
+        ), errors()
+        url = f"http://127.0.0.1:{operator.health_port}/readyz"
+        with pytest.raises(urllib.error.HTTPError) as unready:
+            urllib.request.urlopen(url, timeout=5)
+        assert unready.value.code == 500
+        assert "[-]leaseNamespace failed" in unready.value.read().decode()
+        create_mpijob(cluster, namespace, sim_job("waits").obj())
+
+        ensure_namespace(cluster, lock_namespace)
+        operator.wait_ready()
+        wait_for_condition(cluster, namespace, "waits", "Succeeded", operator=operator)
+    finally:
+        assert operator.stop() == 0, operator.log_tail()
+        cluster.core.delete_namespace(lock_namespace)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
 import re
 import threading
 from collections.abc import Callable
@@ -299,3 +300,32 @@ def test_follower_stops_cleanly_without_leading() -> None:
     assert not runner.is_alive()
     assert started == []
     assert api.spec()["holderIdentity"] == "holder"
+
+
+def test_a_missing_lease_namespace_is_an_error_saying_what_to_do_and_the_replica_is_not_ready(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    api, clock = FakeLeases(), FakeClock()
+    # The API server answers a create in a namespace that does not exist with 404.
+    api.failing = ApiError(404, "NotFound", 'namespaces "ops" not found')
+    advice = "create it or pass --lock-namespace"
+    a = LeaderElector(
+        config("a", missing_namespace_advice=advice),
+        api,
+        on_started_leading=lambda stopped: None,
+        clock=clock,
+    )
+    with caplog.at_level(logging.INFO, logger="mpi_operator.runtime.leader"):
+        assert not a.try_acquire_or_renew()
+        clock.advance(3)
+        assert not a.try_acquire_or_renew()
+    assert api.calls[-1] == "create"
+    assert not a.can_campaign()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, "repeated once a minute, not on every retry"
+    assert "namespace ops does not exist" in errors[0] and advice in errors[0]
+    assert all(r.levelno >= logging.ERROR for r in caplog.records if "ops/lock" in r.getMessage())
+
+    api.failing = None  # someone created the namespace
+    assert a.try_acquire_or_renew()
+    assert a.can_campaign()
