@@ -41,8 +41,9 @@ class Writer(Protocol):
 class Outcome:
     done: int
     error: str | None
-    status: int = 0
-    """HTTP status of the failed write, 0 when none failed."""
+    cache_behind: bool = False
+    """The failed write met a 409 that only means the cache lags behind our own last write
+    (an update's stale resourceVersion); not set for an object someone else owns."""
 
     @property
     def failed(self) -> bool:
@@ -72,7 +73,8 @@ def execute(plan: Plan, writer: Writer, announce: Callable[[Event], None]) -> Ou
             ):
                 role = "launcher" if action.resource == "jobs" else "worker"
                 announce(Event(WARNING, REASON_FAILED, f"{role} pod created failed: {error}"))
-            return Outcome(done, f"{action.describe()}: {error}", error.status)
+            cache_behind = error.status == 409 and not error.reason
+            return Outcome(done, f"{action.describe()}: {error}", cache_behind)
         version = ((written or {}).get("metadata") or {}).get("resourceVersion")
         if version:
             versions[_object_of(action)] = version

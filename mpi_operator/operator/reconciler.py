@@ -20,7 +20,6 @@ from mpi_operator.runtime.objects import Object
 log = logging.getLogger(__name__)
 
 CONTROLLER_NAME: Final = "mpijob"
-HTTP_CONFLICT: Final = 409
 
 
 class SyncError(Exception):
@@ -64,11 +63,14 @@ class MPIJobReconciler:
         outcome = execute(plan, self._writer, announce)
         if outcome.done == len(plan.actions):
             self._count(obj, plan)
-        if outcome.status == HTTP_CONFLICT:
+        if outcome.cache_behind:
             # The cache is behind our own last write: sync again once it has caught up.
             log.debug("conflict, requeued: %s", outcome.error)
             return Result(requeue=True)
         if outcome.error is not None:
+            # Everything else, an object of the job's name that someone else owns included
+            # (whether the cache showed it or a create met it), is an error retried with
+            # backoff, as upstream's.
             raise SyncError(outcome.error)
         return None
 

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from mpi_operator.api import constants as c
 from mpi_operator.controller.execute import WriteError
-from mpi_operator.controller.plan import Action, resource_exists_message
+from mpi_operator.controller.plan import REASON_RESOURCE_EXISTS, Action, resource_exists_message
 from mpi_operator.runtime.client import ApiError, Client, Resource
 from mpi_operator.runtime.objects import Object, controller_ref
-
-REASON_RESOURCE_EXISTS: Final = "ErrResourceExists"
 
 
 class ApiWriter:

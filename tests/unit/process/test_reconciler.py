@@ -1,0 +1,89 @@
+"""One reconcile through the operator's own pieces: caches, plan, execute, controller."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from mpi_operator.controller.execute import WriteError
+from mpi_operator.controller.plan import Action
+from mpi_operator.operator.caches import build_caches
+from mpi_operator.operator.reconciler import MPIJobReconciler
+from mpi_operator.runtime.clock import FakeClock
+from mpi_operator.runtime.controller import Controller
+from mpi_operator.runtime.ratelimit import ItemExponentialFailureRateLimiter
+from mpi_operator.runtime.workqueue import RateLimitingQueue
+from mpi_operator.testing.wrappers import MPIJobWrapper
+from tests.unit.process.test_caches import offline_client
+
+_names = itertools.count()
+SQUATTER_MESSAGE = (
+    'Resource "pi-config" of Kind "ConfigMap" already exists and is not managed by MPIJob'
+)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
+        self.events.append((kind, reason, message))
+
+
+class Writer:
+    """Accepts every write, except that a create may meet someone else's object."""
+
+    def __init__(self, taken: str = "") -> None:
+        self.taken = taken
+
+    def write(self, action: Action) -> dict[str, Any] | None:
+        if action.verb == "create" and action.name == self.taken:
+            # What ApiWriter raises once it has looked at the object a 409 was about.
+            raise WriteError(409, SQUATTER_MESSAGE, reason="ErrResourceExists")
+        return action.body
+
+
+def reconcile_once(
+    cached: list[dict[str, Any]], writer: Writer
+) -> tuple[list[tuple[str, str, str]], dict[str, float], int]:
+    """Events, reconcile results counted and requeues of one reconcile of ns/pi."""
+    caches = build_caches(offline_client(), None, None)
+    caches.mpijobs.store.upsert(MPIJobWrapper("pi").workers(1).obj())
+    for obj in cached:
+        caches.children["configmaps"].store.upsert(obj)
+    recorder = Recorder()
+    reconciler = MPIJobReconciler(caches, writer, recorder, None)  # type: ignore[arg-type]
+    clock = FakeClock()
+    name = f"reconciler-{next(_names)}"
+    queue = RateLimitingQueue(name, ItemExponentialFailureRateLimiter(1.0, 60.0), clock)
+    controller = Controller(name, queue, reconciler, clock=clock)
+    queue.add("ns/pi")
+    assert controller.process_next_item(timeout=0)
+    results = {
+        result: REGISTRY.get_sample_value(
+            "controller_runtime_reconcile_total", {"controller": name, "result": result}
+        )
+        or 0.0
+        for result in ("error", "requeue", "success")
+    }
+    return recorder.events, results, queue.num_requeues("ns/pi")
+
+
+SQUATTER = {"metadata": {"name": "pi-config", "namespace": "ns", "resourceVersion": "1"}}
+
+
+@pytest.mark.parametrize(
+    ("cached", "writer"),
+    [([SQUATTER], Writer()), ([], Writer(taken="pi-config"))],
+    ids=["seen in the cache", "met by the create"],
+)
+def test_someone_elses_object_is_one_error_event_and_one_backoff_however_it_is_found(
+    cached: list[dict[str, Any]], writer: Writer
+) -> None:
+    events, results, requeues = reconcile_once(cached, writer)
+    assert ("Warning", "ErrResourceExists", SQUATTER_MESSAGE) in events
+    assert results == {"error": 1.0, "requeue": 0.0, "success": 0.0}
+    assert requeues == 1
