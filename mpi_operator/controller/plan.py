@@ -200,11 +200,25 @@ class _Sync:
     def _finished(self) -> Plan:
         if self.ctx.gang is not None:
             self._observe_gang(self.ctx.gang, placed_only=True)
+        if not self._stop_launcher():
+            return self.plan
         cleans = self.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING)
         if cleans and not self._clean_up_workers(suspending=False):
             return self.plan
         self._write_status()
         return self.plan
+
+    def _stop_launcher(self) -> bool:
+        """Suspend a launcher still running under a finished job (one failed by an evicted
+        worker): the Job controller then deletes its running pod and keeps the Job, its
+        status and its finished pods, as a finished launcher is kept."""
+        launcher = self.view.get("jobs", self.ns, names.launcher_name(self.job))
+        if launcher is None or _job_finished(launcher) or _job_suspended(launcher):
+            return True
+        if not self._owned(launcher, "jobs"):
+            return False
+        self._suspend_launcher(launcher)
+        return True
 
     def _clean_up_workers(self, *, suspending: bool) -> bool:
         """Delete worker pods per cleanPodPolicy (suspension deletes them under None too)."""
@@ -384,14 +398,16 @@ class _Sync:
     def _sync_launcher_suspension(
         self, launcher: dict[str, Any], workers: Sequence[dict[str, Any]]
     ) -> None:
-        launcher_suspended = bool((launcher.get("spec") or {}).get("suspend"))
-        name = launcher["metadata"]["name"]
+        launcher_suspended = _job_suspended(launcher)
         if self.suspended and not launcher_suspended:
-            updated = copy.deepcopy(launcher)
-            updated["spec"]["suspend"] = True
-            self._write("update", "jobs", name, updated)
+            self._suspend_launcher(launcher)
         elif not self.suspended and launcher_suspended and self._launcher_may_start(workers):
             self._resume_launcher(launcher)
+
+    def _suspend_launcher(self, launcher: dict[str, Any]) -> None:
+        updated = copy.deepcopy(launcher)
+        updated["spec"]["suspend"] = True
+        self._write("update", "jobs", launcher["metadata"]["name"], updated)
 
     def _resume_launcher(self, launcher: dict[str, Any]) -> None:
         name = launcher["metadata"]["name"]
@@ -463,6 +479,10 @@ def _job_finished(job: dict[str, Any]) -> bool:
         cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True"
         for cond in (job.get("status") or {}).get("conditions") or []
     )
+
+
+def _job_suspended(job: dict[str, Any]) -> bool:
+    return bool((job.get("spec") or {}).get("suspend"))
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:

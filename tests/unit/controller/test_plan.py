@@ -302,6 +302,7 @@ def test_finished_job_cleans_up_workers_per_policy(policy: str, deleted: list[st
         pod = view.get("pods", "ns", f"test-worker-{i}")
         assert pod is not None
         pod["status"] = {"phase": phase}
+    launcher_completed(view)
     plan = plan_sync(finished(job, policy), view, context("scheduler-plugins-scheduler"))
     assert [a.name for a in plan.actions if a.resource == "pods"] == deleted
     assert ("delete podgroups test" in writes(plan)) is (policy != "None")
@@ -309,6 +310,43 @@ def test_finished_job_cleans_up_workers_per_policy(policy: str, deleted: list[st
         assert status_of(plan)["replicaStatuses"]["Worker"] == {}
     else:
         assert plan.actions == []
+
+
+@pytest.mark.parametrize("policy", ["None", "Running", "All"])
+def test_an_evicted_worker_ends_the_job_and_stops_its_running_launcher(policy: str) -> None:
+    job = MPIJobWrapper().workers(2).clean_pod_policy(policy).obj()
+    view = cluster_view()
+    job = converge(job, view, context())
+    launcher = view.get("jobs", "ns", "test-launcher")
+    evicted = view.get("pods", "ns", "test-worker-1")
+    assert launcher is not None and evicted is not None and not launcher["spec"].get("suspend")
+    evicted["status"] = {"phase": "Failed", "reason": "Evicted"}
+
+    failing = plan_sync(job, view, context(now=LATER))
+    job["status"] = status_of(failing)
+    assert ("Failed", "True", "MPIJobEvicted") in conditions(job["status"])
+    assert job["status"]["completionTime"] == LATER
+
+    # The next sync sees a finished job whose launcher Job has not finished: it stops it.
+    ending = plan_sync(job, view, context(now=LATER))
+    [stop] = [a for a in ending.actions if a.resource == "jobs"]
+    assert (stop.verb, stop.name) == ("update", "test-launcher")
+    assert stop.body is not None and stop.body["spec"]["suspend"] is True
+    view.apply(ending.actions)
+    if any(a.resource == "mpijobs/status" for a in ending.actions):
+        job["status"] = status_of(ending)
+    assert plan_sync(job, view, context(now=LATER)).actions == []
+
+
+def test_a_finished_launcher_of_a_finished_job_is_left_as_it_is() -> None:
+    job = finished(MPIJobWrapper().workers(1).obj(), "None")
+    launcher = {
+        "kind": "Job",
+        "metadata": {"name": "test-launcher", "namespace": "ns"},
+        "spec": {},
+        "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+    }
+    assert plan_sync(job, cluster_view(launcher), context()).actions == []
 
 
 def test_finished_job_writes_status_once_not_every_sync() -> None:
