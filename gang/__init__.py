@@ -97,6 +97,11 @@ class GangScheduler(Protocol):
         outside the PodGroup (which then says nothing); None when nothing blocks it."""
         ...
 
+    def inputs_of(self, pod_group: dict[str, Any]) -> Sequence[tuple[str, str]]:
+        """``(plural, name)`` of each ``watched_resources`` object that ``blocked`` reads for
+        this stored PodGroup: a change to one concerns only the jobs whose PodGroups name it."""
+        ...
+
 
 def _volcano(name: str) -> GangScheduler:
     from gang.volcano import VolcanoScheduler

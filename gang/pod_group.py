@@ -70,6 +70,9 @@ class PodGroupScheduler(abc.ABC):
     def blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
         return None
 
+    def inputs_of(self, pod_group: dict[str, Any]) -> Sequence[tuple[str, str]]:
+        return ()
+
 
 def same_spec(
     current: Mapping[str, Any],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from gang import ClusterResource, GangState, Lookup, PodGroupResource
@@ -101,7 +101,7 @@ class VolcanoScheduler(PodGroupScheduler):
                 "PodGroupUnknown",
                 "Some pods of the gang run, but Volcano cannot place the others.",
             )
-        queue = (pod_group.get("spec") or {}).get("queue") or DEFAULT_QUEUE
+        queue = _pod_group_queue(pod_group)
         return GangState(
             False,
             "PodGroupPending",
@@ -111,7 +111,7 @@ class VolcanoScheduler(PodGroupScheduler):
     def blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
         # Volcano writes nothing on a PodGroup whose queue is missing or not Open: the gang
         # just never enters a queue, so the queue itself is the only place the cause shows.
-        name = (pod_group.get("spec") or {}).get("queue") or DEFAULT_QUEUE
+        name = _pod_group_queue(pod_group)
         queue = lookup(QUEUE_RESOURCE.plural, name)
         if queue is None:
             return GangState(
@@ -127,6 +127,16 @@ class VolcanoScheduler(PodGroupScheduler):
                 f'Volcano queue "{name}" is {state}; it admits no new gangs until it is Open.',
             )
         return None
+
+    def inputs_of(self, pod_group: dict[str, Any]) -> Sequence[tuple[str, str]]:
+        return ((QUEUE_RESOURCE.plural, _pod_group_queue(pod_group)),)
+
+
+def _pod_group_queue(pod_group: Mapping[str, Any]) -> str:
+    """The queue a stored PodGroup waits in (the CRD's default when it names none)."""
+    spec = pod_group.get("spec")
+    queue = spec.get("queue") if isinstance(spec, Mapping) else None
+    return queue if isinstance(queue, str) and queue else DEFAULT_QUEUE
 
 
 def _queue(job: MPIJob) -> str:

@@ -38,6 +38,8 @@ from mpi_operator.runtime.store import (
 MPIJOBS: Final = Resource(c.GROUP, c.VERSION, "mpijobs", True, c.KIND)
 OPERATOR_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
 INDEX_JOB_NAME: Final = "job-name"
+# PodGroups by the gang inputs (``plural/name``) the strategy reads for them.
+INDEX_GANG_INPUT: Final = "gang-input"
 GLOBAL_DEFAULT_PRIORITY: Final = "globalDefault"
 
 
@@ -112,7 +114,9 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
     gang_inputs: dict[str, Informer] = {}
     if gang is not None:
         resource = pod_group_resource(gang)
-        children[resource.plural] = child(resource)
+        children[resource.plural] = child(
+            resource, indexers={INDEX_GANG_INPUT: _index_by_gang_input(gang)}
+        )
         priority_classes = Informer.for_resource(client, PRIORITY_CLASSES)
         for watched in gang.watched_resources:
             cluster_scoped = Resource(
@@ -171,3 +175,31 @@ def enqueue_owner(caches: Caches, enqueue: Callable[[str], None]) -> Callable[[O
             enqueue(key)
 
     return handle
+
+
+def enqueue_gang_input_users(
+    caches: Caches, gang: GangScheduler, plural: str, enqueue: Callable[[str], None]
+) -> Callable[..., None]:
+    """For a changed gang input of kind ``plural`` (a Volcano queue, say): enqueue the jobs
+    whose PodGroups the strategy reads it for, and no other."""
+    to_owner = enqueue_owner(caches, enqueue)
+    pod_groups = caches.children[gang.pod_group_resource.plural].store
+
+    def handle(*changed: Object) -> None:
+        # An add or delete passes the object, an update (old, new): the name is the same.
+        value = _gang_input_value(plural, changed[-1]["metadata"]["name"])
+        for pod_group in pod_groups.by_index(INDEX_GANG_INPUT, value):
+            to_owner(pod_group)
+
+    return handle
+
+
+def _gang_input_value(plural: str, name: str) -> str:
+    return f"{plural}/{name}"
+
+
+def _index_by_gang_input(gang: GangScheduler) -> Callable[[Object], list[str]]:
+    def index(pod_group: Object) -> list[str]:
+        return [_gang_input_value(plural, name) for plural, name in gang.inputs_of(pod_group)]
+
+    return index

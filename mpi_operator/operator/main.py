@@ -24,6 +24,7 @@ from mpi_operator.operator.caches import (
     MPIJOBS,
     Caches,
     build_caches,
+    enqueue_gang_input_users,
     enqueue_owner,
     pod_group_resource,
 )
@@ -132,13 +133,12 @@ class Operator:
         for informer in caches.children.values():
             informer.add_event_handler(to_owner, owners_of_both, to_owner)
 
-        def every_job(*_: Object) -> None:
-            # Gang inputs (a queue opening, say) can unblock any job; they change rarely.
-            for key in sorted(caches.mpijobs.store.keys()):
-                queue.add(key)
-
-        for informer in caches.gang_inputs.values():
-            informer.add_event_handler(every_job, every_job, every_job)
+        # A gang input (a queue opening, say) concerns only the jobs whose PodGroups the
+        # strategy reads it for; schedulers rewrite them often (Volcano: queue status).
+        for plural, informer in caches.gang_inputs.items():
+            assert self.gang is not None, "gang inputs are cached only with gang scheduling"
+            to_users = enqueue_gang_input_users(caches, self.gang, plural, queue.add)
+            informer.add_event_handler(to_users, to_users, to_users)
         recorder = EventRecorder(ClientEventSink(client), EVENT_COMPONENT)
         reconciler = MPIJobReconciler(
             caches,

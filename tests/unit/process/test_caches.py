@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gang import select_gang_scheduler
-from mpi_operator.operator.caches import build_caches, owning_mpijob_key
+from mpi_operator.operator.caches import build_caches, enqueue_gang_input_users, owning_mpijob_key
 from mpi_operator.runtime.client import Client
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
@@ -116,3 +116,36 @@ def test_volcano_queues_are_cached_and_read_through_the_view() -> None:
     assert caches.view().get("queues", "", "default") is not None
     coscheduling = build_caches(offline_client(), "ns", select_gang_scheduler("sp-scheduler"))
     assert coscheduling.gang_inputs == {}
+
+
+def pod_group_of(job: str, queue: str | None) -> dict[str, Any]:
+    pod_group = owned("PodGroup", job, "MPIJob", job)
+    pod_group["spec"] = {"minMember": 2, **({"queue": queue} if queue is not None else {})}
+    return pod_group
+
+
+def test_a_changed_volcano_queue_enqueues_only_the_jobs_whose_pod_groups_wait_in_it() -> None:
+    gang = select_gang_scheduler("volcano")
+    assert gang is not None
+    caches = build_caches(offline_client(), None, gang)
+    pod_groups = caches.children["podgroups"].store
+    for job, queue in [("a", "research"), ("b", None), ("c", "default"), ("d", "other")]:
+        pod_groups.upsert(pod_group_of(job, queue))
+    enqueued: list[str] = []
+    changed = enqueue_gang_input_users(caches, gang, "queues", enqueued.append)
+
+    research = {"metadata": {"name": "research", "resourceVersion": "2"}}
+    changed(research)
+    assert enqueued == ["ns/a"]
+    enqueued.clear()
+    default = {"metadata": {"name": "default", "resourceVersion": "2"}}
+    changed(default, default)  # an update passes (old, new)
+    assert sorted(enqueued) == ["ns/b", "ns/c"]
+    enqueued.clear()
+    changed({"metadata": {"name": "unused", "resourceVersion": "2"}})
+    assert enqueued == []
+
+    # A PodGroup moved to another queue is filed under that queue from then on.
+    pod_groups.upsert(pod_group_of("a", "other"))
+    changed(research)
+    assert enqueued == []
