@@ -473,13 +473,44 @@ def wait_nodes_ready(cluster: Cluster, names: Sequence[str], timeout: float = 60
         raise ClusterError(f"nodes not Ready: {res.stderr.strip()}")
 
 
-def apply_crds(cluster: Cluster, paths: Sequence[Path]) -> None:
+def apply_crds(cluster: Cluster, paths: Sequence[Path], timeout: float = 60) -> None:
     args = ["apply", "--server-side", "--force-conflicts"]
     for p in paths:
         args += ["-f", str(p)]
     out = cluster.kubectl(*args, "-o", "name", timeout=120).stdout.split()
     crds = [n for n in out if n.startswith("customresourcedefinition")]
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *crds, timeout=70)
+    if not crds:
+        return
+    # Not `kubectl wait --for=condition=Established`: on a brand-new CRD it can fail with a
+    # .status.conditions accessor error before the API server has written any condition.
+    # Poll what the API server reports instead; no conditions yet just means "not yet".
+    seen: list[str] = []
+
+    def established() -> bool:
+        listing = json.loads(cluster.kubectl("get", *crds, "-o", "json").stdout)
+        seen[:] = not_established(listing)
+        return not seen
+
+    wait_for(
+        "CRDs Established",
+        established,
+        timeout,
+        on_timeout=lambda: "not Established: " + ", ".join(seen),
+    )
+
+
+def not_established(listing: dict[str, Any]) -> list[str]:
+    """Names of the CRDs in a ``kubectl get -o json`` answer (a List, or one object) that
+    the API server has not reported Established, whatever part of their status is missing."""
+    items = listing.get("items") if listing.get("kind") == "List" else [listing]
+    waiting = []
+    for crd in items or []:
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        if not any(
+            c.get("type") == "Established" and c.get("status") == "True" for c in conditions
+        ):
+            waiting.append(str((crd.get("metadata") or {}).get("name", "?")))
+    return waiting
 
 
 # --- gang schedulers --------------------------------------------------------

@@ -1,0 +1,76 @@
+"""The local cluster tool's CRD install waits on what the API server reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+TOOL = Path(__file__).resolve().parents[2] / "hack" / "cluster" / "localcluster.py"
+CRD = "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh"
+# What `kubectl wait --for=condition=Established` printed on a CRD without conditions yet.
+ACCESSOR_ERROR = ".status.conditions accessor error: <nil> is of the type <nil>, expected []"
+
+
+def cluster_tool() -> ModuleType:
+    name = "localcluster_under_test"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, TOOL)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+class NewCRDCluster:
+    """kubectl against an API server that fills a new CRD's conditions in a moment later."""
+
+    def __init__(self, tool: ModuleType) -> None:
+        self.tool = tool
+        self.answers: list[dict[str, Any]] = [
+            {"kind": "CustomResourceDefinition", "metadata": {"name": "queues"}},
+            {
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": "queues"},
+                "status": {"conditions": [{"type": "NamesAccepted", "status": "True"}]},
+            },
+            {
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": "queues"},
+                "status": {"conditions": [{"type": "Established", "status": "True"}]},
+            },
+        ]
+        self.gets = 0
+
+    def kubectl(self, *args: str, **_: Any) -> subprocess.CompletedProcess[str]:
+        if args[0] == "apply":
+            return subprocess.CompletedProcess(args, 0, CRD + "\n", "")
+        if args[0] == "wait":
+            raise self.tool.ClusterError(f"kubectl {' '.join(args)} failed: {ACCESSOR_ERROR}")
+        assert args[:2] == ("get", CRD)
+        answer = self.answers[min(self.gets, len(self.answers) - 1)]
+        self.gets += 1
+        return subprocess.CompletedProcess(args, 0, json.dumps(answer), "")
+
+
+def test_a_new_crd_without_conditions_yet_is_waited_for_not_an_error() -> None:
+    tool = cluster_tool()
+    cluster = NewCRDCluster(tool)
+    tool.apply_crds(cluster, [Path("crds")])
+    assert cluster.gets == 3
+
+
+def test_not_established_reads_lists_and_single_objects() -> None:
+    tool = cluster_tool()
+    ready = {
+        "metadata": {"name": "a"},
+        "status": {"conditions": [{"type": "Established", "status": "True"}]},
+    }
+    fresh = {"metadata": {"name": "b"}, "status": {}}
+    assert tool.not_established({"kind": "List", "items": [ready, fresh]}) == ["b"]
+    assert tool.not_established(ready) == []
