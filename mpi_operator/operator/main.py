@@ -181,7 +181,9 @@ def _enqueue_changed(queue: RateLimitingQueue, old: Object, new: Object) -> None
 def check_crd(client: Client, namespace: str) -> bool:
     """False (after saying why) when the MPIJob CRD is not installed."""
     try:
-        client.list(MPIJOBS, namespace or None, limit=1)
+        # One request: following the continue token would page through every MPIJob, one
+        # per request, before the first reconcile.
+        client.list_first_page(MPIJOBS, namespace or None, limit=1)
     except ApiError as error:
         if is_not_found(error):
             log.error("CRD doesn't exist. Exiting: install crds/kubeflow.org_mpijobs.yaml first")

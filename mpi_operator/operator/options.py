@@ -81,9 +81,9 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
         "controller-queue-rate-limit",
         type=float,
         default=10.0,
-        help="work queue keys per second",
+        help="work queue retries per second (failed or requeued syncs; events are not limited)",
     )
-    _flag(parser, "controller-queue-burst", type=int, default=100, help="work queue burst")
+    _flag(parser, "controller-queue-burst", type=int, default=100, help="work queue retry burst")
     _flag(parser, "cluster-domain", default="", help="appended to host names in the hostfile")
     _flag(parser, "health-port", type=int, default=8080, help="port serving /healthz and /readyz")
     _flag(

@@ -472,13 +472,8 @@ class Client:
         result = ListResult()
         token = ""
         while True:
-            query = list(base)
-            if limit > 0:
-                query.append(("limit", str(limit)))
-            if token:
-                query.append(("continue", token))
             try:
-                page = self._json("GET", "list", resource.metric_label(), path, query=query)
+                page = self._list_page(resource, path, base, limit, token)
             except ApiError as error:
                 if token and is_gone(error):
                     # The continue token expired mid-list (client-go falls back the same way):
@@ -501,6 +496,26 @@ class Client:
             token = str(meta.get("continue") or "")
             if not token:
                 return result
+
+    def list_first_page(self, resource: Resource, namespace: str | None, limit: int) -> Object:
+        """One request for the first ``limit`` objects, as the server answered it; its
+        continue token is not followed (enough to learn whether the resource is served)."""
+        return self._list_page(resource, resource.path(namespace or None), [], limit, "")
+
+    def _list_page(
+        self,
+        resource: Resource,
+        path: str,
+        base: Sequence[tuple[str, str]],
+        limit: int,
+        token: str,
+    ) -> Object:
+        query = list(base)
+        if limit > 0:
+            query.append(("limit", str(limit)))
+        if token:
+            query.append(("continue", token))
+        return self._json("GET", "list", resource.metric_label(), path, query=query)
 
     def create(
         self,
