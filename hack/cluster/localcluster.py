@@ -415,13 +415,12 @@ def kwok_config(bins: Path, mods: dict[str, Path], vers: dict[str, str]) -> str:
     }
     docs = [yaml.safe_dump(ctl, sort_keys=False)]
     # Supplying any Stage replaces all of kwok's defaults, so the stock node
-    # stages and the stock pod-ready / pod-delete stages come from the module;
-    # the project's stages decide how running pods end.
+    # stages and the stock pod-ready stage come from the module; the project's
+    # stages decide how running pods end and how deleted pods go.
     for rel in (
         "node/fast/node-initialize.yaml",
         "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
         "pod/fast/pod-ready.yaml",
-        "pod/fast/pod-delete.yaml",
     ):
         docs.append((kwok / rel).read_text())
     docs.append((HERE / "stages.yaml").read_text())

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from .clusters import (
     CLUSTER_TOOL,
@@ -156,6 +157,40 @@ def test_held_pod_keeps_running_until_annotated(cluster: E2ECluster, namespace: 
         name, namespace, {"metadata": {"annotations": {"sim.mpi-operator.dev/exit-code": "0"}}}
     )
     assert wait_until(lambda: job_condition(cluster, namespace, "held"), 30)[0] == "Complete"
+
+
+@pytest.mark.parametrize("replacement", ["TerminatingOrFailed", "Failed"])
+def test_a_namespace_deleted_while_a_held_job_pod_runs_goes_away(
+    cluster: E2ECluster, namespace_factory: Callable[[E2ECluster], str], replacement: str
+) -> None:
+    cluster.require_simulation()
+    namespace = namespace_factory(cluster)
+    annotations, spec = sim_pod_spec(hold=True)
+    body = job_body("held", annotations, spec)
+    # With "Failed" (as the MPIJob launcher has) the Job controller keeps its tracking
+    # finalizer on a deleted pod until the pod is terminal.
+    body["spec"]["podReplacementPolicy"] = replacement
+    cluster.create_job(namespace, body)
+
+    def running() -> bool:
+        pods = pods_of_job(cluster, namespace, "held")
+        return bool(pods) and all(p["status"].get("phase") == "Running" for p in pods)
+
+    wait_until(running, 30, message="the held pod to run")
+    cluster.core.delete_namespace(namespace)
+
+    def namespace_gone() -> bool:
+        try:
+            cluster.core.read_namespace(namespace)
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    wait_until(
+        namespace_gone,
+        60,
+        message=lambda: f"namespace {namespace} gone\n{describe_pods(cluster, namespace)}",
+    )
 
 
 def test_run_for_keeps_a_pod_running_then_succeeds(cluster: E2ECluster, namespace: str) -> None:
