@@ -6,7 +6,9 @@ and deletion races. One operator process serves the module; tests that stop it s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -127,6 +129,41 @@ def test_suspending_a_running_job_deletes_workers_and_suspends_the_launcher(
     assert cluster.core.read_namespaced_config_map("pause-config", namespace)
 
 
+@pytest.mark.parametrize("policy", ["None", "Running"])
+def test_an_evicted_worker_fails_the_job_and_stops_its_launcher(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess, policy: str
+) -> None:
+    job = (
+        sim_job("evicted")
+        .template_annotation("Launcher", SIM + "hold", "true")
+        .clean_pod_policy(policy)
+        .obj()
+    )
+    create_mpijob(cluster, namespace, job)
+    wait_for_condition(cluster, namespace, "evicted", "Running", operator=operator)
+    # What a kubelet writes when it evicts a pod under node pressure.
+    eviction = {"status": {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}}
+    cluster.core.patch_namespaced_pod_status("evicted-worker-1", namespace, eviction)
+    failed = wait_for_condition(cluster, namespace, "evicted", "Failed", operator=operator)
+    assert condition(failed, "Failed")["reason"] == "MPIJobEvicted"  # type: ignore[index]
+    assert failed["status"]["completionTime"]
+
+    def launcher_stopped() -> bool:
+        launcher = cluster.batch.read_namespaced_job("evicted-launcher", namespace)
+        return bool(launcher.spec.suspend) and not pods_of(
+            cluster, namespace, "evicted", "launcher"
+        )
+
+    wait_until(launcher_stopped, 60, message="launcher Job suspended and its pod gone")
+    # cleanPodPolicy still decides what happens to the workers: Running keeps finished ones.
+    kept = {"evicted-worker-0", "evicted-worker-1"} if policy == "None" else {"evicted-worker-1"}
+
+    def workers() -> set[str]:
+        return {p.metadata.name for p in pods_of(cluster, namespace, "evicted", "worker")}
+
+    wait_until(lambda: workers() == kept, 60, message=lambda: f"workers {kept}, not {workers()}")
+
+
 def test_a_job_managed_by_another_controller_is_left_alone(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:
@@ -206,6 +243,18 @@ def test_an_object_of_the_same_name_that_is_not_ours_is_reported_and_kept(
         "mine": "yes"
     }
     assert pods_of(cluster, namespace, "taken") == []
+
+    # A reconcile error, retried with backoff: the same outcome as when the cache shows it.
+    def error_lines() -> list[dict[str, Any]]:
+        lines = [json.loads(x) for x in operator.log_tail(2000).splitlines() if x.startswith("{")]
+        return [
+            line
+            for line in lines
+            if line.get("level") == "error" and line.get("mpijob") == f"{namespace}/taken"
+        ]
+
+    wait_until(error_lines, 30, message="a reconcile error logged for the job")
+    assert "already exists and is not managed by MPIJob" in error_lines()[0]["msg"]
 
 
 def test_a_job_deleted_while_it_is_reconciled_leaves_the_operator_healthy(
