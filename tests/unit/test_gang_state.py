@@ -122,3 +122,21 @@ def test_coscheduling_scheduling_message_counts_the_pods() -> None:
     status = {"phase": "Scheduling", "running": 1, "succeeded": 1}
     state = scheduler.gang_state(pod_group(status, minMember=3))
     assert state.message.startswith("2 of 3 pods run")
+
+
+@pytest.mark.parametrize(
+    ("spec", "queue"),
+    [
+        ({"queue": "research"}, "research"),
+        ({}, "default"),
+        ({"queue": ""}, "default"),
+        ("x", "default"),
+    ],
+    ids=["named", "none", "empty", "not a mapping"],
+)
+def test_a_volcano_pod_group_depends_on_its_queue_and_nothing_else(spec: Any, queue: str) -> None:
+    assert VolcanoScheduler().inputs_of({"spec": spec}) == (("queues", queue),)
+
+
+def test_a_coscheduling_pod_group_depends_on_nothing_outside_it() -> None:
+    assert CoschedulingScheduler("sp").inputs_of({"spec": {"minMember": 2}}) == ()
