@@ -23,6 +23,7 @@ exactly those processes and never a recycled pid.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import os
@@ -175,12 +176,14 @@ def stop_cluster_processes(procs: Sequence[Proc]) -> list[Proc]:
     return stopped
 
 
-def stop_processes(procs: Sequence[Proc], grace: float = 15.0) -> list[Proc]:
-    """SIGTERM, then SIGKILL after `grace` seconds, exactly the given processes."""
+def stop_processes(
+    procs: Sequence[Proc], grace: float = 15.0, sig: int = signal.SIGTERM
+) -> list[Proc]:
+    """`sig` (SIGTERM), then SIGKILL after `grace` seconds, exactly the given processes."""
     live = [p for p in procs if p.alive()]
     for p in live:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(p.pid, signal.SIGTERM)
+            os.kill(p.pid, sig)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         for p in live:
@@ -399,6 +402,13 @@ def kwok_config(bins: Path, mods: dict[str, Path], vers: dict[str, str]) -> str:
             # A throwaway cluster does not need durable writes; fsync dominates
             # etcd latency on a shared disk.
             {"name": "etcd", "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}]},
+            # One instance of each needs no election; with it, an API server away for longer
+            # than the renew deadline (10 s) makes them exit, and chaos tests restart it.
+            {
+                "name": "kube-controller-manager",
+                "extraArgs": [{"key": "leader-elect", "value": "false"}],
+            },
+            {"name": "kube-scheduler", "extraArgs": [{"key": "leader-elect", "value": "false"}]},
             {
                 "name": "kwok-controller",
                 "extraArgs": [
@@ -774,6 +784,98 @@ def status(name: str | None) -> int:
             ports = " ".join(f"{ip}:{port}" for ip, port in listening_addresses(p.pid))
             print(f"  {p.name:<24} pid {p.pid:<8} {'alive' if alive else 'gone':<6} {ports}")
     return rc
+
+
+# --- faults, for chaos tests ------------------------------------------------
+
+
+def restart_component(
+    name: str, component: str, *, sig: int = signal.SIGTERM, down_seconds: float = 0.0
+) -> Proc:
+    """Stop one process of a running cluster with `sig`, wait `down_seconds`, and start it
+    again with the same command line, environment, working directory and log file.
+
+    The new process replaces the old one in cluster.json, and in kwokctl's pid file for the
+    components kwokctl started, so `down` stops it. Returns at once; the caller waits for the
+    component to serve again.
+    """
+    info = ClusterInfo.load(name)
+    if info is None:
+        raise ClusterError(f"no cluster named {name}")
+    old = next((p for p in info.processes if p.name == component and p.alive()), None)
+    if old is None:
+        raise ClusterError(f"{component} is not running in cluster {name}")
+    proc = Path(f"/proc/{old.pid}")
+    argv = [arg.decode() for arg in proc.joinpath("cmdline").read_bytes().split(b"\0")[:-1]]
+    env = dict(
+        item.decode().split("=", 1)
+        for item in proc.joinpath("environ").read_bytes().split(b"\0")
+        if b"=" in item
+    )
+    cwd = os.readlink(proc / "cwd")
+    log_path = Path(os.readlink(proc / "fd" / "1"))
+    if not log_path.is_file():
+        log_path = cluster_dir(name) / "logs" / f"{component}.log"
+    stop_processes([old], grace=15.0, sig=sig)
+    time.sleep(down_seconds)
+    with log_path.open("ab") as out:
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    new = record(component, child.pid)
+    if new is None:
+        raise ClusterError(f"{component} exited at once; see {log_path}")
+    info.processes = [new if p is old else p for p in info.processes]
+    info.save()
+    pid_file = cluster_dir(name) / "kwok" / "clusters" / name / "pids" / f"{component}.pid"
+    if pid_file.is_file():
+        pid_file.write_text(str(child.pid))
+    log(f"restarted {component} of {name}: pid {old.pid} -> {child.pid}")
+    return new
+
+
+def etcd_client_url(name: str) -> str:
+    """The URL etcd serves clients on, from its command line."""
+    info = ClusterInfo.load(name)
+    etcd = next((p for p in info.processes if p.name == "etcd") if info else (), None)
+    if etcd is None or not etcd.alive():
+        raise ClusterError(f"etcd is not running in cluster {name}")
+    args = Path(f"/proc/{etcd.pid}/cmdline").read_bytes().decode().split("\0")
+    for arg in args:
+        if arg.startswith("--advertise-client-urls="):
+            return arg.split("=", 1)[1].split(",")[0]
+    raise ClusterError(f"etcd of {name} has no --advertise-client-urls")
+
+
+def _etcd_call(url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    # etcd's JSON gateway to its gRPC API: what etcdctl does, without needing etcdctl.
+    request = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+    return answer
+
+
+def compact_etcd(name: str) -> int:
+    """Compact etcd's history up to its current revision, as `etcdctl compact --physical`
+    does; returns that revision. Watches and lists older than it then get 410 Gone."""
+    url = etcd_client_url(name)
+    key = base64.b64encode(b"/").decode()
+    revision = int(_etcd_call(url, "/v3/kv/range", {"key": key, "limit": 1})["header"]["revision"])
+    try:
+        _etcd_call(url, "/v3/kv/compaction", {"revision": revision, "physical": True})
+    except urllib.error.HTTPError as error:
+        # Nothing was written since the last compaction: the history is compact already.
+        if b"compacted" not in error.read():
+            raise
+    return revision
 
 
 def main(argv: Sequence[str] | None = None) -> int:
