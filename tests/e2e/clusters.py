@@ -291,6 +291,24 @@ class E2ECluster:
         )
         return obj
 
+    def create_namespace(self, name: str) -> str:
+        """A namespace labelled ``e2e``, once pods can be created in it."""
+        self.core.create_namespace(
+            k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={"e2e": "true"}))
+        )
+
+        def has_default_sa() -> bool:
+            # Pods are refused until the namespace's default ServiceAccount exists.
+            self.core.read_namespaced_service_account("default", name)
+            return True
+
+        wait_until(has_default_sa, 30, message=f"default ServiceAccount in {name}")
+        return name
+
+    def delete_namespace(self, name: str) -> None:
+        with contextlib.suppress(ApiException):
+            self.core.delete_namespace(name, propagation_policy="Background")
+
     def delete_node(self, name: str) -> None:
         with contextlib.suppress(ApiException):
             self.core.delete_node(name)

@@ -9,17 +9,14 @@ cluster) and fake nodes from ``node_factory``; both are deleted afterwards.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
-from .clusters import ClusterProvider, E2ECluster, wait_until
+from .clusters import ClusterProvider, E2ECluster
 
 # --- fixtures ---------------------------------------------------------------
 
@@ -63,23 +60,12 @@ def namespace_factory(request: pytest.FixtureRequest) -> Iterator[Callable[[E2EC
         base = request.node.name.lower()
         base = "".join(ch if ch.isalnum() else "-" for ch in base).strip("-")[:40].strip("-")
         name = f"{base}-{uuid.uuid4().hex[:6]}"
-        c.core.create_namespace(
-            k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={"e2e": "true"}))
-        )
-        created.append((c, name))
-
-        def has_default_sa() -> bool:
-            # Pods are refused until the namespace's default ServiceAccount exists.
-            c.core.read_namespaced_service_account("default", name)
-            return True
-
-        wait_until(has_default_sa, 30, message=f"default ServiceAccount in {name}")
+        created.append((c, c.create_namespace(name)))
         return name
 
     yield make
     for c, name in created:
-        with contextlib.suppress(ApiException):
-            c.core.delete_namespace(name, propagation_policy="Background")
+        c.delete_namespace(name)
 
 
 @pytest.fixture
