@@ -796,8 +796,8 @@ def restart_component(
     again with the same command line, environment, working directory and log file.
 
     The new process replaces the old one in cluster.json, and in kwokctl's pid file for the
-    components kwokctl started, so `down` stops it. Returns at once; the caller waits for the
-    component to serve again.
+    components kwokctl started, so `down` stops it. Returns once the new process listens on
+    the old one's ports (it may not serve yet); raises if it does not within a minute.
     """
     info = ClusterInfo.load(name)
     if info is None:
@@ -816,6 +816,7 @@ def restart_component(
     log_path = Path(os.readlink(proc / "fd" / "1"))
     if not log_path.is_file():
         log_path = cluster_dir(name) / "logs" / f"{component}.log"
+    ports = {port for _, port in listening_addresses(old.pid)}
     stop_processes([old], grace=15.0, sig=sig)
     time.sleep(down_seconds)
     with log_path.open("ab") as out:
@@ -836,6 +837,14 @@ def restart_component(
     pid_file = cluster_dir(name) / "kwok" / "clusters" / name / "pids" / f"{component}.pid"
     if pid_file.is_file():
         pid_file.write_text(str(child.pid))
+    # On a shared machine another cluster may have taken a port meanwhile; say so, rather than
+    # leave clients talking to a stranger's server.
+    wait_for(
+        f"{component} to listen on {sorted(ports)} again",
+        lambda: new.alive() and ports <= {port for _, port in listening_addresses(new.pid)},
+        timeout=60,
+        on_timeout=lambda: f"alive: {new.alive()}; log: {log_path}",
+    )
     log(f"restarted {component} of {name}: pid {old.pid} -> {child.pid}")
     return new
 
