@@ -69,6 +69,50 @@ class ChaosResult:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Burst:
+    """Where a scenario runs and how big its burst is: ``jobs`` MPIJobs of ``workers`` workers
+    in a fresh ``namespace``; operator logs and kubeconfigs go to ``workdir``."""
+
+    cluster: E2ECluster
+    namespace: str
+    workdir: Path
+    jobs: int
+    workers: int = 2
+
+    @property
+    def names(self) -> list[str]:
+        return job_names(self.jobs)
+
+    def result(self, scenario: str) -> ChaosResult:
+        return ChaosResult(scenario, self.jobs, figures={"workers_per_job": self.workers})
+
+    def operator(self, name: str, *, leader_elect: bool = False) -> OperatorProcess:
+        args = [] if leader_elect else ["--leader-elect=false"]
+        return OperatorProcess(self.cluster, self.workdir, name=name, extra_args=args).start()
+
+    @contextmanager
+    def submitted(self) -> Iterator[float]:
+        """Submit the burst on another thread while the block injects faults; yields when the
+        submission started. The block's end waits for the submission (and raises what it
+        raised)."""
+        with ThreadPoolExecutor(1) as background:
+            started = time.monotonic()
+            submitted = background.submit(
+                submit_burst, self.cluster, self.namespace, self.names, self.workers
+            )
+            yield started
+            submitted.result()
+
+    def finish(self, result: ChaosResult, operator: OperatorProcess, started: float) -> ChaosResult:
+        """Wait for every job to end, then audit; the figure counts from the burst's start."""
+        wait_until_ended(self.cluster, self.namespace, self.names, operator)
+        result.figures["seconds_to_all_ended"] = round(time.monotonic() - started, 1)
+        gang = self.cluster.flavour != "default"
+        result.problems += audit(self.cluster, self.namespace, self.names, gang)
+        return result
+
+
 # --- the burst --------------------------------------------------------------------------------
 
 
@@ -110,19 +154,6 @@ def submit_burst(
 
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(submit, job_list))
-
-
-@contextmanager
-def burst_in_background(
-    cluster: E2ECluster, namespace: str, job_list: list[str], workers: int
-) -> Iterator[float]:
-    """Submit the burst on another thread while the block injects faults; yields when the
-    submission started. The block's end waits for the submission (and raises what it raised)."""
-    with ThreadPoolExecutor(1) as background:
-        started = time.monotonic()
-        submitted = background.submit(submit_burst, cluster, namespace, job_list, workers)
-        yield started
-        submitted.result()
 
 
 def api_serving(cluster: E2ECluster) -> bool:
@@ -273,13 +304,6 @@ def _file(
 # --- the operator -----------------------------------------------------------------------------
 
 
-def start_operator(
-    cluster: E2ECluster, workdir: Path, name: str, *, leader_elect: bool = False
-) -> OperatorProcess:
-    args = [] if leader_elect else ["--leader-elect=false"]
-    return OperatorProcess(cluster, workdir, name=name, extra_args=args).start()
-
-
 def relists_on_gone(*operators: OperatorProcess) -> int:
     """How many times the operators' informers listed again after a 410 Gone."""
     return sum(
@@ -289,72 +313,40 @@ def relists_on_gone(*operators: OperatorProcess) -> int:
     )
 
 
-def _finish(
-    result: ChaosResult,
-    cluster: E2ECluster,
-    namespace: str,
-    job_list: list[str],
-    operator: OperatorProcess,
-    started: float,
-) -> ChaosResult:
-    """Wait for every job to end, then audit; the figure counts from the burst's start."""
-    wait_until_ended(cluster, namespace, job_list, operator)
-    result.figures["seconds_to_all_ended"] = round(time.monotonic() - started, 1)
-    result.problems += audit(cluster, namespace, job_list, gang=cluster.flavour != "default")
-    return result
-
-
 # --- the scenarios ----------------------------------------------------------------------------
 
 
 def operator_killed_repeatedly(
-    cluster: E2ECluster,
-    namespace: str,
-    workdir: Path,
-    *,
-    jobs: int,
-    workers: int = 2,
-    interval: float = 10.0,
-    kills: int = 3,
+    burst: Burst, *, interval: float = 10.0, kills: int = 3
 ) -> ChaosResult:
     """A burst while the operator gets SIGKILL every ``interval`` seconds, ``kills`` times, and
     is started again at once (without leader election: a new replica would wait out the
     killed one's Lease). The last one started runs until every job has ended."""
-    result = ChaosResult("operator SIGKILL loop", jobs)
-    job_list = job_names(jobs)
-    operator = start_operator(cluster, workdir, "operator-0")
+    result = burst.result("operator SIGKILL loop")
+    operator = burst.operator("operator-0")
     try:
-        with burst_in_background(cluster, namespace, job_list, workers) as started:
+        with burst.submitted() as started:
             for kill in range(1, kills + 1):
                 time.sleep(max(0.0, started + kill * interval - time.monotonic()))
                 operator.stop(signal.SIGKILL)
-                operator = start_operator(cluster, workdir, f"operator-{kill}")
-        result.figures.update(kills=kills, kill_interval_s=interval, workers_per_job=workers)
-        return _finish(result, cluster, namespace, job_list, operator, started)
+                operator = burst.operator(f"operator-{kill}")
+        result.figures.update(kills=kills, kill_interval_s=interval)
+        return burst.finish(result, operator, started)
     finally:
         operator.stop()
 
 
-def api_server_restarted(
-    cluster: E2ECluster,
-    namespace: str,
-    workdir: Path,
-    *,
-    jobs: int,
-    workers: int = 2,
-    after: float = 3.0,
-    down: float = 3.0,
-) -> ChaosResult:
+def api_server_restarted(burst: Burst, *, after: float = 3.0, down: float = 3.0) -> ChaosResult:
     """A burst during which the API server gets SIGKILL ``after`` seconds in and is started
     again ``down`` seconds later. The operator must ride it out in the same process: its
     watches come back with resourceVersions the new API server's cache does not hold (410
     Gone), so its informers list again."""
-    result = ChaosResult("API server SIGKILL and start", jobs)
-    job_list = job_names(jobs)
-    operator = start_operator(cluster, workdir, "operator")
+    result = burst.result("API server SIGKILL and start")
+    cluster = burst.cluster
+    operator = burst.operator("operator")
     pid = operator.process.pid if operator.process else None
     try:
-        with burst_in_background(cluster, namespace, job_list, workers) as started:
+        with burst.submitted() as started:
             time.sleep(after)
             stopped = time.monotonic()
             load_cluster_tool().restart_component(
@@ -362,29 +354,16 @@ def api_server_restarted(
             )
             wait_until(lambda: api_serving(cluster), 120, message="the API server back")
             result.figures["api_server_unavailable_s"] = round(time.monotonic() - stopped, 1)
-        result = _finish(result, cluster, namespace, job_list, operator, started)
+        result = burst.finish(result, operator, started)
         if operator.process is None or operator.process.pid != pid:
             result.problems.append("the operator process was replaced")
-        result.figures.update(
-            workers_per_job=workers,
-            operator_restarts=0,
-            relists_on_410=relists_on_gone(operator),
-        )
+        result.figures.update(operator_restarts=0, relists_on_410=relists_on_gone(operator))
         return result
     finally:
         operator.stop()
 
 
-def etcd_compacted(
-    cluster: E2ECluster,
-    namespace: str,
-    workdir: Path,
-    *,
-    jobs: int,
-    workers: int = 2,
-    interval: float = 2.0,
-    compactions: int = 5,
-) -> ChaosResult:
+def etcd_compacted(burst: Burst, *, interval: float = 2.0, compactions: int = 5) -> ChaosResult:
     """A burst while etcd's history is compacted to its current revision every ``interval``
     seconds, ``compactions`` times, under the operator's open watches; then etcd restarts.
 
@@ -394,21 +373,20 @@ def etcd_compacted(
     resource that changed less recently than the last compaction. Those caches are rebuilt,
     their clients' watches end, and the operator's informers resume from resourceVersions the
     new caches do not hold: 410 Gone, list again."""
-    result = ChaosResult("etcd compaction during watches", jobs)
-    job_list = job_names(jobs)
+    result = burst.result("etcd compaction during watches")
+    cluster = burst.cluster
     tool = load_cluster_tool()
-    operator = start_operator(cluster, workdir, "operator")
+    operator = burst.operator("operator")
     revisions: list[int] = []
     try:
-        with burst_in_background(cluster, namespace, job_list, workers) as started:
+        with burst.submitted() as started:
             for _ in range(compactions):
                 time.sleep(interval)
                 revisions.append(tool.compact_etcd(cluster.name))
             tool.restart_component(cluster.name, "etcd")
             wait_until(lambda: api_serving(cluster), 120, message="the API server back")
-        result = _finish(result, cluster, namespace, job_list, operator, started)
+        result = burst.finish(result, operator, started)
         result.figures.update(
-            workers_per_job=workers,
             compactions=len(revisions),
             compacted_to_revision=revisions[-1] if revisions else None,
             relists_on_410=relists_on_gone(operator),
@@ -418,22 +396,18 @@ def etcd_compacted(
         operator.stop()
 
 
-def leader_killed(
-    cluster: E2ECluster, namespace: str, workdir: Path, *, jobs: int, workers: int = 2
-) -> ChaosResult:
+def leader_killed(burst: Burst) -> ChaosResult:
     """Two replicas with leader election; a burst; the leader gets SIGKILL while it works. The
     standby must take the Lease once it expires and finish every job. Figures: seconds from
     the kill to the standby leading and to its first reconcile."""
-    result = ChaosResult("leader SIGKILL, standby takes over", jobs)
-    job_list = job_names(jobs)
-    first = start_operator(cluster, workdir, "replica-a", leader_elect=True)
-    second = start_operator(cluster, workdir, "replica-b", leader_elect=True)
-    replicas = (first, second)
+    result = burst.result("leader SIGKILL, standby takes over")
+    first = burst.operator("replica-a", leader_elect=True)
+    second = burst.operator("replica-b", leader_elect=True)
     try:
         leader, standby = wait_until(
             lambda: _leader_and_standby(first, second), 60, message="one leader"
         )
-        with burst_in_background(cluster, namespace, job_list, workers) as started:
+        with burst.submitted() as started:
             wait_until(lambda: (leader.metric(RECONCILES, SUCCESSES) or 0) > 0, 120, message="work")
             killed = time.monotonic()
             leader.stop(signal.SIGKILL)
@@ -446,13 +420,12 @@ def leader_killed(
                 "the standby's first reconcile",
             )
         result.figures.update(
-            workers_per_job=workers,
             seconds_to_takeover=round(took_over, 1),
             seconds_to_first_reconcile=round(reconciled, 1),
         )
-        return _finish(result, cluster, namespace, job_list, standby, started)
+        return burst.finish(result, standby, started)
     finally:
-        for replica in replicas:
+        for replica in (first, second):
             replica.stop()
 
 

@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client as k8s
 
 from .chaos import (
+    Burst,
     api_server_restarted,
     audit,
     etcd_compacted,
@@ -34,9 +35,8 @@ def test_an_operator_killed_again_and_again_leaves_each_gang_job_exactly_its_chi
     volcano_cluster: E2ECluster, namespace_factory: Callable[[E2ECluster], str], tmp_path: Path
 ) -> None:
     namespace = namespace_factory(volcano_cluster)
-    result = operator_killed_repeatedly(
-        volcano_cluster, namespace, tmp_path, jobs=JOBS, interval=4.0, kills=3
-    )
+    burst = Burst(volcano_cluster, namespace, tmp_path, JOBS)
+    result = operator_killed_repeatedly(burst, interval=4.0, kills=3)
     assert result.problems == []
 
     # The audit sees what a broken operator would leave: a stray and a missing child.
@@ -56,7 +56,7 @@ def test_an_operator_killed_again_and_again_leaves_each_gang_job_exactly_its_chi
 def test_the_operator_rides_out_an_api_server_restart_and_relists_on_410(
     cluster: E2ECluster, namespace: str, tmp_path: Path
 ) -> None:
-    result = api_server_restarted(cluster, namespace, tmp_path, jobs=JOBS, after=2.0, down=3.0)
+    result = api_server_restarted(Burst(cluster, namespace, tmp_path, JOBS), after=2.0, down=3.0)
     assert result.problems == []
     assert result.figures["relists_on_410"] > 0
     tool = load_cluster_tool()
@@ -67,7 +67,8 @@ def test_the_operator_rides_out_an_api_server_restart_and_relists_on_410(
 def test_etcd_compaction_under_open_watches_loses_nothing(
     cluster: E2ECluster, namespace: str, tmp_path: Path
 ) -> None:
-    result = etcd_compacted(cluster, namespace, tmp_path, jobs=JOBS, interval=2.0, compactions=4)
+    burst = Burst(cluster, namespace, tmp_path, JOBS)
+    result = etcd_compacted(burst, interval=2.0, compactions=4)
     assert result.problems == []
     assert result.figures["compactions"] == 4
 
@@ -75,5 +76,5 @@ def test_etcd_compaction_under_open_watches_loses_nothing(
 def test_a_standby_takes_over_from_a_killed_leader_and_finishes_every_job(
     cluster: E2ECluster, namespace: str, tmp_path: Path
 ) -> None:
-    result = leader_killed(cluster, namespace, tmp_path, jobs=JOBS)
+    result = leader_killed(Burst(cluster, namespace, tmp_path, JOBS))
     assert result.problems == []
