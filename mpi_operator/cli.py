@@ -18,13 +18,10 @@ from typing import Any, Final, NoReturn
 
 import yaml
 
-from gang import select_gang_scheduler
 from mpi_operator import __version__
 from mpi_operator.api.errors import InvalidMPIJobError
-from mpi_operator.api.validation import load_valid_mpijob
-from mpi_operator.desired.facts import ClusterFacts
-from mpi_operator.desired.objects import desired_objects
 from mpi_operator.operator.options import OptionsError, add_operator_flags, options_from
+from mpi_operator.sdk.offline import render
 
 PROG: Final = "mpi-operator"
 USAGE_ERROR: Final = 2
@@ -141,21 +138,22 @@ def _render_parser() -> _Parser:
 
 def _render(argv: list[str]) -> int:
     args = _render_parser().parse_args(argv)
-    facts = ClusterFacts(
-        cluster_domain=args.cluster_domain,
-        priority_classes=_priority_classes(args.priority_class),
-    )
-    gang = select_gang_scheduler(args.gang_scheduling or None)
+    priority_classes = _priority_classes(args.priority_class)
     source = "<stdin>" if args.filename == "-" else args.filename
     document = _only_document(_read(args.filename, source), source)
     try:
-        job = load_valid_mpijob(_in_default_namespace(document))
+        objects = render(
+            document,
+            gang_scheduling=args.gang_scheduling or None,
+            cluster_domain=args.cluster_domain,
+            priority_classes=priority_classes,
+        )
     except InvalidMPIJobError as invalid:
         for error in invalid.errors:
             print(error, file=sys.stderr)
         return USAGE_ERROR
     # Everything is rendered before anything is written: an error leaves stdout empty.
-    sys.stdout.write(dump_objects(desired_objects(job, facts, gang)))
+    sys.stdout.write(dump_objects(objects))
     return 0
 
 
@@ -216,15 +214,6 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
         mark = error.problem_mark
         return f"not valid YAML: {error.problem} (line {mark.line + 1}, column {mark.column + 1})"
     return "not valid YAML: " + " ".join(str(error).split())
-
-
-def _in_default_namespace(document: Any) -> Any:
-    """The job as the API server would store it when created without a namespace."""
-    if isinstance(document, dict):
-        metadata = document.get("metadata")
-        if isinstance(metadata, dict) and not metadata.get("namespace"):
-            return {**document, "metadata": {**metadata, "namespace": "default"}}
-    return document
 
 
 # -- output ----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import os
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict, Unpack, cast
+from typing import Any, Generic, Literal, Protocol, Self, TypedDict, TypeVar, Unpack, cast
 
 import urllib3
 from kubernetes import client as k8s_client
@@ -35,6 +35,8 @@ from mpi_operator.runtime.objects import Object, name_of, namespace_of
 from mpi_operator.runtime.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 API_REQUESTS = Counter(
     "mpi_operator_api_requests_total",
@@ -192,27 +194,35 @@ class _HTTPResponse(Protocol):
     def release_conn(self) -> None: ...
 
 
-class WatchStream:
-    """Events of one watch request, decoded line by line as they arrive.
+class LineStream(Generic[T]):
+    """The lines of one streaming response (watch events, pod logs), decoded as they arrive.
 
     Iterate it once. :meth:`close` may be called from any thread and ends the iteration (a read
-    blocked on the socket is interrupted), so a stopping informer does not wait for the
+    blocked on the socket is interrupted), so a stopping reader does not wait for the
     server-side timeout.
     """
 
-    def __init__(self, response: _HTTPResponse) -> None:
+    def __init__(
+        self,
+        response: _HTTPResponse,
+        decode: Callable[[bytes], T],
+        *,
+        keep_blank_lines: bool = False,
+    ) -> None:
         self._response = response
+        self._decode = decode
+        self._keep_blank_lines = keep_blank_lines
         self._closed = False
         self._started = False
         self._released = False
         self._release_lock = threading.Lock()
         self._events = self._generate()
 
-    def __iter__(self) -> Iterator[WatchEvent]:
+    def __iter__(self) -> Iterator[T]:
         self._started = True
         return self._events
 
-    def __enter__(self) -> WatchStream:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -239,7 +249,7 @@ class WatchStream:
     def _chunks(self) -> Iterator[bytes]:
         response = self._response
         if response.chunked and response.supports_chunked_reads():
-            # Whole chunks as they arrive; the API server writes one event per chunk.
+            # Whole chunks as they arrive; the API server writes one watch event per chunk.
             yield from response.read_chunked(None, decode_content=True)
             return
         while True:
@@ -248,7 +258,7 @@ class WatchStream:
                 return
             yield data
 
-    def _generate(self) -> Generator[WatchEvent, None, None]:
+    def _generate(self) -> Generator[T, None, None]:
         buffer = bytearray()
         try:
             for chunk in self._chunks():
@@ -257,11 +267,11 @@ class WatchStream:
                 while (end := buffer.find(b"\n", start)) >= 0:
                     line = bytes(buffer[start:end])
                     start = end + 1
-                    if line.strip():
-                        yield _decode_event(line)
+                    if self._keep_blank_lines or line.strip():
+                        yield self._decode(line)
                 del buffer[:start]
             if bytes(buffer).strip():
-                yield _decode_event(bytes(buffer))
+                yield self._decode(bytes(buffer))
         except (urllib3.exceptions.HTTPError, OSError) as error:
             if self._closed:
                 return
@@ -280,7 +290,18 @@ class WatchStream:
             self._response.close()
             self._response.release_conn()
         except Exception:  # cleanup must never raise into the reader
-            log.debug("releasing a watch connection failed", exc_info=True)
+            log.debug("releasing a streaming connection failed", exc_info=True)
+
+
+class WatchStream(LineStream[WatchEvent]):
+    """Events of one watch request: ``(type, object)`` per line."""
+
+    def __init__(self, response: _HTTPResponse) -> None:
+        super().__init__(response, _decode_event)
+
+
+def _decode_text(line: bytes) -> str:
+    return line.rstrip(b"\r").decode(errors="replace")
 
 
 def _decode_event(line: bytes) -> WatchEvent:
@@ -339,7 +360,7 @@ class _Transport(Protocol):
         url: str,
         headers: HTTPHeaderDict,
         body: Any,
-        timeout: float | tuple[float, float] | None,
+        timeout: float | tuple[float, float | None] | None,
     ) -> _HTTPResponse: ...
 
 
@@ -386,7 +407,7 @@ class Client:
             url: str,
             headers: HTTPHeaderDict,
             body: Any,
-            timeout: float | tuple[float, float] | None,
+            timeout: float | tuple[float, float | None] | None,
         ) -> _HTTPResponse:
             # The REST layer always streams (preload_content=False); ``.response`` is the
             # urllib3 response, read by the caller.
@@ -644,6 +665,31 @@ class Client:
         )
         return WatchStream(response)
 
+    def stream_lines(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None,
+        subresource: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+    ) -> LineStream[str]:
+        """The text lines of a streaming subresource (``pods/log``), as they arrive.
+
+        The connection stays open until the server ends the stream or the iterator is closed;
+        a line keeps no trailing newline."""
+        path = resource.path(self._namespace(resource, namespace), name, subresource)
+        response = self._send(
+            "GET",
+            "get",
+            resource.metric_label(subresource),
+            path,
+            query=query,
+            accept="text/plain, */*",
+            timeout=(10.0, None),
+        )
+        return LineStream(response, _decode_text, keep_blank_lines=True)
+
     # -- plumbing ------------------------------------------------------------------------------
 
     @staticmethod
@@ -689,11 +735,12 @@ class Client:
         query: Sequence[tuple[str, str]] | None = None,
         body: Object | builtins.list[Object] | None = None,
         content_type: str | None = None,
-        timeout: float | tuple[float, float] | None = None,
+        timeout: float | tuple[float, float | None] | None = None,
+        accept: str = "application/json",
     ) -> _HTTPResponse:
         """One request through the token bucket; raises ApiError unless the status is 2xx."""
         self._bucket.wait()
-        headers: dict[str, str] = {"Accept": "application/json"}
+        headers: dict[str, str] = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
         _, url, serialized_headers, serialized_body, _ = self._api.param_serialize(
