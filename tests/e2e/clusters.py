@@ -40,6 +40,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from mpi_operator.sdk import MPIJobClient
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_TOOL = REPO / "hack" / "cluster" / "localcluster.py"
 
@@ -189,6 +191,15 @@ class E2ECluster:
     @property
     def custom(self) -> k8s.CustomObjectsApi:
         return k8s.CustomObjectsApi(self.api)
+
+    @property
+    def jobs(self) -> MPIJobClient:
+        """The SDK's MPIJob client on this cluster, as its admin."""
+        client = self.state.get("sdk")
+        if client is None:
+            client = self.state["sdk"] = MPIJobClient(self.kubeconfig)
+        assert isinstance(client, MPIJobClient)
+        return client
 
     @property
     def fake_nodes(self) -> bool:

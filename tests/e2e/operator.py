@@ -18,10 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from mpi_operator.sdk import WaitTimeoutError, has_condition
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 from .clusters import REPO, E2ECluster, load_cluster_tool, wait_until
@@ -161,10 +163,7 @@ def create_mpijob(cluster: E2ECluster, namespace: str, job: dict[str, Any]) -> d
 
 
 def get_mpijob(cluster: E2ECluster, namespace: str, name: str) -> dict[str, Any]:
-    job: dict[str, Any] = cluster.custom.get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name
-    )
-    return job
+    return cluster.jobs.get(name, namespace=namespace).to_dict()
 
 
 def patch_mpijob(
@@ -193,23 +192,21 @@ def wait_for_condition(
     operator: OperatorProcess | None = None,
 ) -> dict[str, Any]:
     """The job once condition ``kind`` has ``status``; fails with the operator's log tail."""
-    found: dict[str, Any] = {}
-
-    def reached() -> bool:
-        job = get_mpijob(cluster, namespace, name)
-        cond = condition(job, kind)
-        found.clear()
-        found.update(job)
-        return cond is not None and cond.get("status") == status
-
     try:
-        wait_until(reached, timeout, message=f"MPIJob {namespace}/{name} {kind}={status}")
-    except BaseException:
+        job = cluster.jobs.wait(
+            name,
+            lambda job: has_condition(job, kind, status),
+            namespace=namespace,
+            timeout=timeout,
+            fail_on=(),
+        )
+    except WaitTimeoutError as timed_out:
         if operator is not None:
             sys.stderr.write(f"--- {operator.name} log ---\n{operator.log_tail()}\n")
-        sys.stderr.write(f"--- status ---\n{yaml.safe_dump(found.get('status'))}\n")
-        raise
-    return found
+        status_seen = timed_out.job.to_dict().get("status")
+        sys.stderr.write(f"--- status ---\n{yaml.safe_dump(status_seen)}\n")
+        pytest.fail(f"MPIJob {namespace}/{name} {kind}={status}: {timed_out}")
+    return job.to_dict()
 
 
 def pods_of(cluster: E2ECluster, namespace: str, job_name: str, role: str = "") -> list[Any]:
