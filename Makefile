@@ -38,10 +38,17 @@ test: lint typecheck
 # Regenerate committed artefacts from their single sources of truth.
 generate: venv
 	$(PY) -m mpi_operator.api.crd > crds/kubeflow.org_mpijobs.yaml
+	cp crds/kubeflow.org_mpijobs.yaml charts/mpi-operator/crds/kubeflow.org_mpijobs.yaml
 	bash hack/render-deploy.sh
 
 verify-generate: venv
 	$(PY) -m mpi_operator.api.crd | diff -u crds/kubeflow.org_mpijobs.yaml -
+	diff -u crds/kubeflow.org_mpijobs.yaml charts/mpi-operator/crds/kubeflow.org_mpijobs.yaml
+
+# Helm from its pinned Go module, cached outside the repository; prints the binary's path.
+.PHONY: helm
+helm:
+	@bash hack/cluster/build-helm.sh
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

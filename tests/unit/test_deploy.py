@@ -353,18 +353,60 @@ def kubectl() -> str | None:
     return shutil.which("kubectl")
 
 
-def test_rendered_install_is_what_kustomize_builds() -> None:
+def kustomize(overlay: Path) -> dict[tuple[str, str], Doc]:
+    """The overlay as ``kubectl kustomize`` builds it; skips without a kubectl."""
     binary = kubectl()
     if binary is None:
         pytest.skip("no kubectl (make cluster-build, or one on PATH) to run kustomize with")
     built = subprocess.run(
-        [binary, "kustomize", str(STANDALONE)],
+        [binary, "kustomize", str(overlay)],
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
     )
-    fresh = by_kind_and_name([d for d in yaml.safe_load_all(built.stdout) if d is not None])
+    return by_kind_and_name([d for d in yaml.safe_load_all(built.stdout) if d is not None])
+
+
+def test_rendered_install_is_what_kustomize_builds() -> None:
+    fresh = kustomize(STANDALONE)
     assert by_kind_and_name(load(RENDERED)) == fresh, (
         "deploy/mpi-operator.yaml is stale: run hack/render-deploy.sh"
     )
+
+
+# -- the Kubeflow overlay ---------------------------------------------------------------------
+
+KUBEFLOW = ROOT / "deploy" / "overlays" / "kubeflow"
+KUBEFLOW_AGGREGATES = {
+    "kubeflow-mpijobs-admin": "rbac.authorization.kubeflow.org/aggregate-to-kubeflow-admin",
+    "kubeflow-mpijobs-edit": "rbac.authorization.kubeflow.org/aggregate-to-kubeflow-edit",
+    "kubeflow-mpijobs-view": "rbac.authorization.kubeflow.org/aggregate-to-kubeflow-view",
+}
+
+
+def test_kubeflow_overlay_installs_into_kubeflows_namespace(
+    objects: dict[tuple[str, str], Doc],
+) -> None:
+    rendered = kustomize(KUBEFLOW)
+    # Kubeflow creates and owns its namespace; the overlay adds no Namespace object.
+    assert set(rendered) == set(objects)
+    for (kind, name), doc in rendered.items():
+        if kind in ("ServiceAccount", "Deployment"):
+            assert doc["metadata"]["namespace"] == "kubeflow", (kind, name)
+    subjects = rendered[("ClusterRoleBinding", "mpi-operator")]["subjects"]
+    assert subjects == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": "kubeflow"}]
+    for name, label in KUBEFLOW_AGGREGATES.items():
+        assert rendered[("ClusterRole", name)]["metadata"]["labels"][label] == "true", name
+    assert flatten(rendered[("ClusterRole", "kubeflow-mpijobs-view")]["rules"]) == {
+        ("kubeflow.org", resource, verb)
+        for resource in ("mpijobs", "mpijobs/status")
+        for verb in ("get", "list", "watch")
+    }
+    container = rendered[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]["containers"][
+        0
+    ]
+    assert container["image"] == "mpi-operator:latest"
+    # The Lease follows the pod into kubeflow; the operator watches every namespace.
+    assert "--lock-namespace=$(POD_NAMESPACE)" in container["args"]
+    assert not any(arg.startswith("--namespace") for arg in container["args"])

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from golden import assert_matches_golden
 
 from gang import select_gang_scheduler
 from mpi_operator import sdk
@@ -19,7 +20,6 @@ from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.objects import desired_objects
 from mpi_operator.runtime.client import ApiError
 from mpi_operator.sdk.errors import from_api_error
-from tests.unit.golden import assert_matches_golden
 
 ROOT = Path(__file__).resolve().parents[2]
 PI_YAML = ROOT / "examples" / "pi" / "pi.yaml"

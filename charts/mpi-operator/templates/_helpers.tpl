@@ -1,0 +1,98 @@
+{{/* The name of every object; upstream's by default. */}}
+{{- define "mpi-operator.fullname" -}}
+{{- .Values.fullnameOverride | default "mpi-operator" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "mpi-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "mpi-operator.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Upstream's labels, which are also the Deployment's (immutable) selector. */}}
+{{- define "mpi-operator.selectorLabels" -}}
+app: mpi-operator
+app.kubernetes.io/component: mpijob
+app.kubernetes.io/name: mpi-operator
+kustomize.component: mpi-operator
+{{- end -}}
+
+{{- define "mpi-operator.labels" -}}
+{{ include "mpi-operator.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* The namespace the operator watches; empty means all. */}}
+{{- define "mpi-operator.watchNamespace" -}}
+{{- if .Values.operator.namespace -}}
+{{- .Values.operator.namespace -}}
+{{- else if eq .Values.rbac.scope "namespace" -}}
+{{- .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "mpi-operator.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+What the operator calls in the namespaces it watches; deploy/base/cluster-role.yaml grants the
+same (tests/unit/test_chart.py compares them).
+*/}}
+{{- define "mpi-operator.namespacedRules" -}}
+# Informer (list, watch), the CRD check at start-up (list) and status writes (PUT /status).
+- apiGroups: [kubeflow.org]
+  resources: [mpijobs]
+  verbs: [get, list, watch]
+- apiGroups: [kubeflow.org]
+  resources: [mpijobs/status]
+  verbs: [update]
+# blockOwnerDeletion on children (OwnerReferencesPermissionEnforcement).
+- apiGroups: [kubeflow.org]
+  resources: [mpijobs/finalizers]
+  verbs: [update]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, update, delete]
+- apiGroups: [""]
+  resources: [configmaps, secrets, services]
+  verbs: [get, list, watch, create, update]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, update]
+# Resume clears the launcher Job's status.startTime.
+- apiGroups: [batch]
+  resources: [jobs/status]
+  verbs: [update]
+- apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
+  resources: [podgroups]
+  verbs: [get, list, watch, create, update, delete]
+{{- end -}}
+
+{{/* Cluster-scoped kinds: PriorityClasses order a gang's minResources; queues say why it waits. */}}
+{{- define "mpi-operator.clusterRules" -}}
+- apiGroups: [scheduling.k8s.io]
+  resources: [priorityclasses]
+  verbs: [get, list, watch]
+- apiGroups: [scheduling.volcano.sh]
+  resources: [queues]
+  verbs: [get, list, watch]
+{{- end -}}
+
+{{- define "mpi-operator.leaseRules" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+{{- end -}}

@@ -1,0 +1,296 @@
+"""The Helm chart, rendered by a real helm built from its pinned Go module
+(hack/cluster/build-helm.sh): lint, golden renders, values the schema refuses, and no drift from
+the kustomize install in deploy/ (RBAC rules, Deployment args and pod, CRD)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from golden import assert_matches_golden
+from test_deploy import base_objects, flatten
+
+from mpi_operator.operator.options import Options, add_operator_flags, options_from
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "mpi-operator"
+CRD = ROOT / "crds" / "kubeflow.org_mpijobs.yaml"
+
+Doc = dict[str, Any]
+
+
+def helm_binary() -> str:
+    printed = subprocess.run(
+        ["bash", str(ROOT / "hack" / "cluster" / "build-helm.sh"), "--print"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    binary = Path(printed.stdout.strip())
+    if not binary.is_file():
+        pytest.skip("helm is not built: run hack/cluster/build-helm.sh (.ci/run does)")
+    return str(binary)
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    return helm_binary()
+
+
+def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [helm, *args], capture_output=True, text=True, check=False, timeout=120, cwd=ROOT
+    )
+
+
+def template(helm: str, *sets: str, namespace: str = "mpi-operator") -> str:
+    args = ["template", "mpi", str(CHART), "--namespace", namespace, "--include-crds"]
+    for value in sets:
+        args += ["--set", value]
+    done = run_helm(helm, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def objects(text: str) -> dict[tuple[str, str, str], Doc]:
+    found: dict[tuple[str, str, str], Doc] = {}
+    for doc in yaml.safe_load_all(text):
+        if doc is None:
+            continue
+        key = (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"])
+        assert key not in found, f"{key} rendered twice"
+        found[key] = doc
+    return found
+
+
+def operator_options(args: list[str]) -> Options:
+    parser = argparse.ArgumentParser()
+    add_operator_flags(parser)
+    return options_from(parser.parse_args(args))
+
+
+# Values of the operator's tuning flags, used by more than one test.
+TUNED_FLAGS = (
+    "operator.threadiness=8",
+    "operator.kubeApiQps=50",
+    "operator.kubeApiBurst=100",
+    "operator.controllerQueueRateLimit=20",
+    "operator.controllerQueueBurst=200",
+    "operator.clusterDomain=cluster.local",
+)
+
+
+# -- the chart as shipped --------------------------------------------------------------------
+
+
+def test_the_charts_crd_is_the_generated_one() -> None:
+    assert (CHART / "crds" / CRD.name).read_text() == CRD.read_text(), (
+        "charts/mpi-operator/crds is stale: run make generate"
+    )
+
+
+def test_lint_is_clean(helm: str) -> None:
+    done = run_helm(helm, "lint", "--strict", str(CHART))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 chart(s) failed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "sets"),
+    [
+        ("default", ()),
+        (
+            "namespace-scope",
+            ("rbac.scope=namespace", "operator.namespace=team-a", "rbac.userRoles=false"),
+        ),
+        (
+            "every-value",
+            (
+                "replicaCount=2",
+                "image.repository=registry.example/mpi-operator",
+                "image.digest=sha256:" + "a" * 64,
+                "operator.gangScheduling=volcano",
+                *TUNED_FLAGS,
+                "operator.logLevel=4",
+                "operator.extraArgs={--health-port=9090}",
+                "operator.healthPort=9090",
+                "nodeSelector.kubernetes\\.io/os=linux",
+                "tolerations[0].key=dedicated,tolerations[0].operator=Exists",
+                "priorityClassName=system-cluster-critical",
+                "metrics.serviceMonitor.enabled=true",
+                "metrics.podMonitor.enabled=true",
+                "metrics.podMonitor.labels.release=prometheus",
+            ),
+        ),
+    ],
+)
+def test_template_matches_its_golden_file(helm: str, name: str, sets: tuple[str, ...]) -> None:
+    rendered = template(helm, *sets)
+    # The CRD is pinned by test_the_charts_crd_is_the_generated_one; keep goldens readable.
+    documents = rendered.split("\n---\n")
+    kept = [d for d in documents if "kind: CustomResourceDefinition" not in d]
+    assert len(kept) == len(documents) - 1
+    assert_matches_golden(f"chart/{name}.yaml", "\n---\n".join(kept))
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("operator.threadiness=0", "at '/operator/threadiness': minimum: got 0, want 1"),
+        ("operator.threadines=3", "additional properties 'threadines' not allowed"),
+        ("rbac.scope=everywhere", "at '/rbac/scope': value must be one of 'cluster', 'namespace'"),
+        ("operator.monitoringPort=70000", "at '/operator/monitoringPort': maximum"),
+        ("operator.leaderElect=maybe", "at '/operator/leaderElect': got string, want boolean"),
+        ("image.pullPolicy=Sometimes", "at '/image/pullPolicy': value must be one of"),
+        ("operator.controllerQueueRateLimit=0", "at '/operator/controllerQueueRateLimit'"),
+        ("operator.namespace=Not_A_Namespace", "at '/operator/namespace'"),
+        (
+            "replicaCount=2,operator.leaderElect=false",
+            "replicaCount > 1 needs operator.leaderElect=true",
+        ),
+    ],
+)
+def test_bad_values_are_refused_with_a_clear_message(helm: str, value: str, message: str) -> None:
+    done = run_helm(helm, "template", "mpi", str(CHART), "--set", value)
+    assert done.returncode != 0, done.stdout
+    assert message in done.stderr, done.stderr
+
+
+# -- no drift from deploy/ -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def base() -> dict[tuple[str, str], Doc]:
+    return base_objects()
+
+
+@pytest.fixture(scope="module")
+def chart(helm: str) -> dict[tuple[str, str, str], Doc]:
+    return objects(template(helm))
+
+
+def test_the_chart_installs_the_same_crd(chart: dict[tuple[str, str, str], Doc]) -> None:
+    crd = yaml.safe_load(CRD.read_text())
+    assert chart[("CustomResourceDefinition", "", "mpijobs.kubeflow.org")] == crd
+
+
+def test_the_chart_grants_what_the_kustomize_role_grants(
+    chart: dict[tuple[str, str, str], Doc], base: dict[tuple[str, str], Doc]
+) -> None:
+    for name in ("mpi-operator", "kubeflow-mpijobs-edit", "kubeflow-mpijobs-view"):
+        rendered = chart[("ClusterRole", "", name)]
+        assert flatten(rendered["rules"]) == flatten(base[("ClusterRole", name)]["rules"]), name
+    for name in ("kubeflow-mpijobs-admin", "kubeflow-mpijobs-edit", "kubeflow-mpijobs-view"):
+        source = base[("ClusterRole", name)]
+        rendered = chart[("ClusterRole", "", name)]
+        assert rendered.get("aggregationRule") == source.get("aggregationRule"), name
+        assert rendered["metadata"]["labels"].items() >= source["metadata"]["labels"].items()
+    binding = chart[("ClusterRoleBinding", "", "mpi-operator")]
+    assert binding["roleRef"] == base[("ClusterRoleBinding", "mpi-operator")]["roleRef"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "mpi-operator", "namespace": "mpi-operator"}
+    ]
+
+
+def test_namespace_scope_grants_the_same_rules_split_by_scope(
+    helm: str, base: dict[tuple[str, str], Doc]
+) -> None:
+    rendered = objects(template(helm, "rbac.scope=namespace", "operator.namespace=team-a"))
+    roles = {key: doc for key, doc in rendered.items() if key[0] in ("Role", "ClusterRole")}
+    operator_roles = {k: v for k, v in roles.items() if not k[2].startswith("kubeflow-")}
+    assert set(operator_roles) == {
+        ("ClusterRole", "", "mpi-operator-mpi-operator"),
+        ("Role", "team-a", "mpi-operator"),
+        ("Role", "mpi-operator", "mpi-operator"),
+    }
+    granted = set().union(*(flatten(doc["rules"]) for doc in operator_roles.values()))
+    assert granted == flatten(base[("ClusterRole", "mpi-operator")]["rules"])
+    lease_role = flatten(operator_roles[("Role", "mpi-operator", "mpi-operator")]["rules"])
+    assert {resource for _, resource, _ in lease_role} == {"leases"}
+    cluster_wide = flatten(
+        operator_roles[("ClusterRole", "", "mpi-operator-mpi-operator")]["rules"]
+    )
+    assert {resource for _, resource, _ in cluster_wide} == {"priorityclasses", "queues"}
+    for namespace in ("team-a", "mpi-operator"):
+        binding = rendered[("RoleBinding", namespace, "mpi-operator")]
+        assert binding["subjects"][0]["namespace"] == "mpi-operator"
+    args = rendered[("Deployment", "mpi-operator", "mpi-operator")]["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"]
+    assert operator_options(args).namespace == "team-a"
+
+
+def test_the_chart_runs_the_operator_as_the_kustomize_deployment_does(
+    chart: dict[tuple[str, str, str], Doc], base: dict[tuple[str, str], Doc]
+) -> None:
+    source = base[("Deployment", "mpi-operator")]
+    rendered = chart[("Deployment", "mpi-operator", "mpi-operator")]
+    assert rendered["spec"]["selector"] == {
+        "matchLabels": {**source["spec"]["selector"]["matchLabels"], **UPSTREAM_SELECTOR}
+    }
+    pod, source_pod = rendered["spec"]["template"]["spec"], source["spec"]["template"]["spec"]
+    container, source_container = dict(pod["containers"][0]), dict(source_pod["containers"][0])
+    # Every flag spelled out by the chart means what the base's few flags mean.
+    assert operator_options(container.pop("args")) == operator_options(source_container.pop("args"))
+    assert container.pop("image") == "mpi-operator:0.1.0"
+    source_container.pop("image")
+    assert container == source_container
+    assert {k: v for k, v in pod.items() if k != "containers"} == {
+        k: v for k, v in source_pod.items() if k != "containers"
+    }
+    assert (
+        rendered["spec"]["template"]["metadata"]["annotations"]
+        == source["spec"]["template"]["metadata"]["annotations"]
+    )
+
+
+UPSTREAM_SELECTOR = {
+    "app": "mpi-operator",
+    "app.kubernetes.io/component": "mpijob",
+    "app.kubernetes.io/name": "mpi-operator",
+    "kustomize.component": "mpi-operator",
+}
+
+
+def test_the_values_reach_the_operators_flags(helm: str) -> None:
+    rendered = objects(
+        template(
+            helm,
+            "operator.gangScheduling=scheduler-plugins-scheduler",
+            *TUNED_FLAGS,
+            "operator.leaderElect=false",
+            "operator.lockNamespace=locks",
+            "operator.logLevel=3",
+            "operator.monitoringPort=9100",
+            "operator.healthPort=9101",
+        )
+    )
+    container = rendered[("Deployment", "mpi-operator", "mpi-operator")]["spec"]["template"][
+        "spec"
+    ]["containers"][0]
+    assert operator_options(container["args"]) == Options(
+        namespace="",
+        threadiness=8,
+        monitoring_port=9100,
+        gang_scheduling="scheduler-plugins-scheduler",
+        lock_namespace="locks",
+        kube_api_qps=50.0,
+        kube_api_burst=100,
+        controller_queue_rate_limit=20.0,
+        controller_queue_burst=200,
+        cluster_domain="cluster.local",
+        health_port=9101,
+        leader_elect=False,
+        verbosity=3,
+    )
+    assert [p["containerPort"] for p in container["ports"]] == [9101, 9100]
+
+
+def test_the_chart_and_the_kustomize_base_ship_the_same_objects(
+    chart: dict[tuple[str, str, str], Doc], base: dict[tuple[str, str], Doc]
+) -> None:
+    assert {(kind, name) for kind, _, name in chart} == set(base)
