@@ -54,7 +54,11 @@ class OperatorProcess:
         gang_scheduling: str | None = None,
         extra_args: Sequence[str] = (),
         name: str = "operator",
+        kubeconfig: Path | None = None,
+        lock_namespace: str = OPERATOR_NAMESPACE,
     ) -> None:
+        """``kubeconfig``: run with these credentials instead of the shipped ServiceAccount's
+        (the Lease then lives in ``lock_namespace``)."""
         self.cluster = cluster
         self.workdir = workdir
         self.gang_scheduling = (
@@ -62,6 +66,8 @@ class OperatorProcess:
         )
         self.extra_args = list(extra_args)
         self.name = name
+        self.kubeconfig = kubeconfig
+        self.lock_namespace = lock_namespace
         tool = load_cluster_tool()
         self.health_port = tool.free_port()
         self.metrics_port = tool.free_port()
@@ -70,17 +76,19 @@ class OperatorProcess:
 
     def start(self, wait_ready: bool = True) -> OperatorProcess:
         install_mpijob_crd(self.cluster.api)
-        ensure_namespace(self.cluster, OPERATOR_NAMESPACE)
-        kubeconfig = service_account_kubeconfig(
-            self.cluster.kubeconfig, OPERATOR_NAMESPACE, self.workdir
-        )
+        kubeconfig = self.kubeconfig
+        if kubeconfig is None:
+            ensure_namespace(self.cluster, OPERATOR_NAMESPACE)
+            kubeconfig = service_account_kubeconfig(
+                self.cluster.kubeconfig, OPERATOR_NAMESPACE, self.workdir
+            )
         args = [
             sys.executable,
             "-m",
             "mpi_operator",
             f"--kubeconfig={kubeconfig}",
             f"--gang-scheduling={self.gang_scheduling}",
-            f"--lock-namespace={OPERATOR_NAMESPACE}",
+            f"--lock-namespace={self.lock_namespace}",
             f"--health-port={self.health_port}",
             f"--monitoring-port={self.metrics_port}",
             "--bind-address=127.0.0.1",
@@ -287,3 +295,21 @@ def finish_launcher(cluster: E2ECluster, namespace: str, job_name: str, exit_cod
     assert launchers, f"no launcher pod of {namespace}/{job_name}"
     for pod in launchers:
         finish_pod(cluster, namespace, pod.metadata.name, exit_code)
+
+
+def run_pi_example(cluster: E2ECluster, namespace: str) -> subprocess.CompletedProcess[str]:
+    """examples/sdk/pi.py against ``cluster``, as a user runs it."""
+    return subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "examples" / "sdk" / "pi.py"),
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--namespace={namespace}",
+            "--timeout=120",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=REPO,
+    )

@@ -88,10 +88,30 @@ def service_account_kubeconfig(
             rbac.replace_cluster_role_binding,
             binding,
         )
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+    return token_kubeconfig(
+        cluster_kubeconfig_path, namespace, account_name, workdir, token_seconds=token_seconds
+    )
+
+
+def token_kubeconfig(
+    cluster_kubeconfig_path: str,
+    namespace: str,
+    account_name: str,
+    workdir: Path,
+    *,
+    token_seconds: int = TOKEN_SECONDS,
+) -> Path:
+    """A kubeconfig authenticating as an existing ServiceAccount with a bound token."""
+    api = _admin_client(cluster_kubeconfig_path)
+    try:
         request = k8s.AuthenticationV1TokenRequest(
             spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=token_seconds)
         )
-        issued = core.create_namespaced_service_account_token(account_name, namespace, request)
+        issued = k8s.CoreV1Api(api).create_namespaced_service_account_token(
+            account_name, namespace, request
+        )
         assert issued.status is not None, "TokenRequest answered without a token"
         token = issued.status.token
     finally:

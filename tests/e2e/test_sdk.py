@@ -3,16 +3,14 @@ sees when it submits, watches, suspends and deletes jobs, and the shipped SDK ex
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from mpi_operator import sdk
 
-from .clusters import REPO, SIM, E2ECluster, wait_until
-from .operator import OperatorProcess, pods_of
+from .clusters import SIM, E2ECluster, wait_until
+from .operator import OperatorProcess, pods_of, run_pi_example
 
 pytestmark = pytest.mark.e2e
 
@@ -48,20 +46,7 @@ def small_job(name: str) -> sdk.JobBuilder:
 def test_the_sdk_example_runs_pi_to_success(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "examples" / "sdk" / "pi.py"),
-            f"--kubeconfig={cluster.kubeconfig}",
-            f"--namespace={namespace}",
-            "--timeout=120",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        cwd=REPO,
-    )
+    done = run_pi_example(cluster, namespace)
     assert done.returncode == 0, done.stdout + done.stderr + operator.log_tail()
     assert f"MPIJob {namespace}/pi: Succeeded" in done.stdout
     job = cluster.jobs.get("pi", namespace=namespace)

@@ -15,25 +15,13 @@ from golden import assert_matches_golden
 from test_deploy import base_objects, flatten
 
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
+from tests.tools import helm_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "mpi-operator"
 CRD = ROOT / "crds" / "kubeflow.org_mpijobs.yaml"
 
 Doc = dict[str, Any]
-
-
-def helm_binary() -> str:
-    printed = subprocess.run(
-        ["bash", str(ROOT / "hack" / "cluster" / "build-helm.sh"), "--print"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    binary = Path(printed.stdout.strip())
-    if not binary.is_file():
-        pytest.skip("helm is not built: run hack/cluster/build-helm.sh (.ci/run does)")
-    return str(binary)
 
 
 @pytest.fixture(scope="module")
