@@ -15,7 +15,7 @@ from typing import Any, Final
 from mpi_operator.api import constants as c
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.api.validation import parse_mpijob
-from mpi_operator.runtime.client import PODS, ApiError, Client, Resource
+from mpi_operator.runtime.client import PODS, ApiError, Client, LineStream, Resource
 from mpi_operator.sdk.errors import (
     JobFailedError,
     LogsUnavailableError,
@@ -158,8 +158,8 @@ class MPIJobClient:
         container: str | None = None,
     ) -> Iterator[str]:
         """The lines of the launcher pod's log (its latest try); ``follow`` keeps streaming
-        until the launcher ends. Raises ``LogsUnavailableError`` when there is no launcher pod
-        yet or its node does not serve logs."""
+        until the launcher ends. Raises ``LogsUnavailableError`` at once when there is no
+        launcher pod yet or its node does not serve logs."""
         namespace = self._ns(namespace)
         pod = self._launcher_pod(name, namespace)
         query = [("follow", "true")] if follow else []
@@ -172,8 +172,7 @@ class MPIJobClient:
                 f"the log of launcher pod {namespace}/{pod} is not available: "
                 f"{error.status} {error.reason}: {error.message}"
             ) from None
-        with stream:
-            yield from stream
+        return _closing(stream)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -251,6 +250,11 @@ class MPIJobClient:
             raise LogsUnavailableError(f"MPIJob {namespace}/{name} has no launcher pod (yet)")
         newest = max(pods, key=lambda pod: str(pod["metadata"].get("creationTimestamp") or ""))
         return str(newest["metadata"]["name"])
+
+
+def _closing(stream: LineStream[str]) -> Iterator[str]:
+    with stream:
+        yield from stream
 
 
 def _predicate(until: Until) -> Callable[[MPIJob], bool]:

@@ -20,6 +20,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from mpi_operator.quantity import Quantity
+from mpi_operator.sdk import GangState, gang_state
 
 from .clusters import COSCHEDULING, SIM, VOLCANO, E2ECluster, wait_until
 from .operator import (
@@ -137,18 +138,18 @@ def wait_until_idle(cluster: E2ECluster) -> None:
     )
 
 
-def gang_condition(cluster: E2ECluster, namespace: str, name: str) -> dict[str, Any] | None:
-    return condition(get_mpijob(cluster, namespace, name), CONDITION_GANG_SCHEDULED)
+def gang_condition(cluster: E2ECluster, namespace: str, name: str) -> GangState | None:
+    return gang_state(cluster.jobs.get(name, namespace=namespace))
 
 
-def gang_waits(cluster: E2ECluster, namespace: str, name: str, *reasons: str) -> dict[str, Any]:
-    """The GangScheduled condition once it is False (with one of ``reasons``, if given)."""
+def gang_waits(cluster: E2ECluster, namespace: str, name: str, *reasons: str) -> GangState:
+    """The gang's state once GangScheduled is False (with one of ``reasons``, if given)."""
 
-    def waiting() -> dict[str, Any] | None:
-        cond = gang_condition(cluster, namespace, name)
-        if cond is None or cond["status"] != "False":
+    def waiting() -> GangState | None:
+        state = gang_condition(cluster, namespace, name)
+        if state is None or state.scheduled:
             return None
-        return cond if not reasons or cond["reason"] in reasons else None
+        return state if not reasons or state.reason in reasons else None
 
     return wait_until(
         waiting,
@@ -266,16 +267,16 @@ def test_a_gang_that_does_not_fit_binds_no_pod_until_a_node_is_added(
     placements = Placements(c, ns, {"big": 4})
     reason = {"volcano": "Unschedulable", "scheduler-plugins": "PodGroupScheduling"}[gang.flavour]
 
-    def turned_down_whole() -> dict[str, Any] | None:
+    def turned_down_whole() -> GangState | None:
         assert placements.bound("big") == 0, describe(c, ns)
         pods = pods_of(c, ns, "big")
-        cond = gang_condition(c, ns, "big")
+        state = gang_condition(c, ns, "big")
         if len(pods) < 4 or not all(turned_down_pod(p) for p in pods):
             return None
-        return cond if cond and cond["status"] == "False" and cond["reason"] == reason else None
+        return state if state and not state.scheduled and state.reason == reason else None
 
-    cond = wait_until(turned_down_whole, 90, message=lambda: describe(c, ns))
-    assert cond["message"], cond
+    state = wait_until(turned_down_whole, 90, message=lambda: describe(c, ns))
+    assert state.message, state
     assert reason in event_reasons(c, ns, "big")
     settle(2)
     pods = pods_of(c, ns, "big")
@@ -349,8 +350,8 @@ def test_min_resources_larger_than_the_cluster_hold_the_gang_until_removed(
         return len(pods) == 3 and all(turned_down_pod(p) for p in pods)
 
     wait_until(turned_down, 90, message=lambda: describe(c, ns))
-    cond = gang_waits(c, ns, "reserved")
-    assert cond["message"], cond
+    state = gang_waits(c, ns, "reserved")
+    assert state.message, state
     before = get_pod_group(c, ns, "reserved")
     assert before is not None
     assert amount(before["spec"]["minResources"]["cpu"]) == 1000

@@ -119,7 +119,7 @@ def test_suspend_and_resume(
     assert pods_of(cluster, namespace, "pausable") == []
     # A suspended job has no launcher pod, so there is no log to read yet.
     with pytest.raises(sdk.LogsUnavailableError, match="has no launcher pod"):
-        list(jobs.logs("pausable"))
+        jobs.logs("pausable")
     resumed = jobs.resume("pausable")
     assert resumed.spec is not None and resumed.spec.run_policy is not None
     assert resumed.spec.run_policy.suspend is False
@@ -168,7 +168,7 @@ def test_logs_on_a_node_that_serves_none_raise_a_clear_error(
     jobs.submit(small_job("silent").pod_annotation("Launcher", SIM + "hold", "true"))
     jobs.wait("silent", "Running", timeout=60)
     with pytest.raises(sdk.LogsUnavailableError) as unavailable:
-        list(jobs.logs("silent", follow=True))
+        jobs.logs("silent", follow=True)
     launcher = pods_of(cluster, namespace, "silent", "launcher")[0].metadata.name
     assert f"the log of launcher pod {namespace}/{launcher} is not available" in str(
         unavailable.value

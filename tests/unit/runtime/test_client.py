@@ -380,6 +380,19 @@ def test_watch_parses_events_across_chunk_boundaries(api: tuple[FakeApiServer, C
     }
 
 
+def test_stream_lines_yields_text_lines_as_sent_blank_ones_included(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    server.replies.append(Reply(chunks=[b"rank 0: pi is app", b"rox 3.14\r\n\nrank 1", b": done"]))
+    lines = client.stream_lines(PODS, "pi-launcher-x", "ns", "log", query=[("follow", "true")])
+    assert list(lines) == ["rank 0: pi is approx 3.14", "", "rank 1: done"]
+    seen = server.seen[0]
+    assert seen.path == "/api/v1/namespaces/ns/pods/pi-launcher-x/log"
+    assert seen.query == [("follow", "true")]
+    assert seen.headers["accept"] == ["text/plain, */*"]
+
+
 def test_watch_close_from_another_thread_ends_a_blocked_read(
     api: tuple[FakeApiServer, Client],
 ) -> None:
