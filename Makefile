@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-.PHONY: all venv lint typecheck unit test generate verify-generate render-examples clean
+.PHONY: all venv lint typecheck unit test generate verify-generate render-examples clean images
 
 all: test
 
@@ -22,6 +22,7 @@ lint: venv
 
 typecheck: venv
 	$(BIN)/mypy
+	$(BIN)/mypy hack/images/build.py hack/images/oci.py
 
 unit: venv
 	$(BIN)/pytest tests/unit
@@ -49,6 +50,11 @@ verify-generate: venv
 .PHONY: helm
 helm:
 	@bash hack/cluster/build-helm.sh
+
+# The container images of the local cluster's real nodes (pause, MPI bases, pi), built from
+# Debian packages and PyPI wheels into the cache; prints one OCI layout tar per image.
+images: venv
+	$(PY) hack/images/build.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
