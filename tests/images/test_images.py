@@ -160,10 +160,12 @@ WORKERS = ["worker-0", "worker-1"]
 SUBNET = "10.99.0"
 
 
-def _as_mpiuser(root: str, image: dict[str, Any], command: list[str]) -> str:
+def _as_mpiuser(
+    root: str, image: dict[str, Any], command: list[str], extra_env: tuple[str, ...] = ()
+) -> str:
     """A shell command running command in the image as mpiuser (uid 1000), as a runtime would:
     the image's environment, working directory and entrypoint."""
-    env = [*image["Env"], "HOME=/home/mpiuser", "USER=mpiuser"]
+    env = [*image["Env"], "HOME=/home/mpiuser", "USER=mpiuser", *extra_env]
     inside = " ".join(
         [f"cd {shlex.quote(image['WorkingDir'])} && exec env -i"]
         + [shlex.quote(word) for word in [*env, *command]]
@@ -172,7 +174,11 @@ def _as_mpiuser(root: str, image: dict[str, Any], command: list[str]) -> str:
 
 
 def run_in_image(
-    root: Path, config: dict[str, Any], script: str, timeout: float = 180
+    root: Path,
+    config: dict[str, Any],
+    script: str,
+    hostfile: tuple[str, ...] = (),
+    timeout: float = 180,
 ) -> subprocess.CompletedProcess[str]:
     """Runs a shell script as mpiuser on host "launcher" of the image, beside two more hosts,
     worker-0 and worker-1, that only run sshd as mpiuser the way the examples' workers do.
@@ -180,7 +186,8 @@ def run_in_image(
     Like pods, every host has its own network and UTS namespace (address, host name), joined
     by a bridge; all of them live in new mount, PID and network namespaces, so nothing
     outlives the run and no packet leaves it. The job's SSH key is made afresh in ~/.ssh, as
-    the operator's Secret would provide it."""
+    the operator's Secret would provide it. With hostfile lines, the launcher runs as the
+    operator's launcher does: /etc/mpi/hostfile in place and K_MPI_JOB_ROLE=launcher."""
     image = config["config"]
     r = shlex.quote(str(root))
     hosts = [f"{SUBNET}.1 launcher", "127.0.0.1 localhost"]
@@ -213,6 +220,8 @@ mount -t tmpfs tmpfs {r}/tmp
 mkdir -p {r}/home/mpiuser/.ssh
 mount -t tmpfs -o mode=0700,uid=1000,gid=1000 tmpfs {r}/home/mpiuser/.ssh
 printf '%s\\n' {" ".join(shlex.quote(h) for h in hosts)} > {r}/tmp/hosts
+mkdir -p {r}/etc/mpi && mount -t tmpfs tmpfs {r}/etc/mpi
+printf '%s\\n' {" ".join(shlex.quote(line) for line in hostfile)} > {r}/etc/mpi/hostfile
 touch {r}/etc/hosts
 mount --bind {r}/tmp/hosts {r}/etc/hosts
 chroot --userspec=1000:1000 {r} ssh-keygen -q -t rsa -b 2048 -N '' -f /home/mpiuser/.ssh/id_rsa
@@ -223,7 +232,7 @@ ip link add br0 type bridge && ip addr add {SUBNET}.1/24 dev br0 && ip link set 
 hostname launcher
 # Not exec: this shell is the namespace's init, and only it (still root) dies with unshare
 # when a timeout kills that, taking every other process of the run with it.
-{_as_mpiuser(r, image, launcher)}
+{_as_mpiuser(r, image, launcher, ("K_MPI_JOB_ROLE=launcher",) if hostfile else ())}
 """
     return subprocess.run(
         [*NAMESPACES, "sh", "-c", setup],
@@ -265,17 +274,16 @@ HOSTFILE_LINE = {
     "intel": "{}:1",
 }
 MPIRUN = {
-    "openmpi": "mpirun --hostfile /tmp/hostfile -n 2 ./pi",
-    "openmpi5": "mpirun --hostfile /tmp/hostfile -n 2 ./pi",
-    "mpich": "mpirun -f /tmp/hostfile -n 2 ./pi",
+    "openmpi": "mpirun --hostfile /etc/mpi/hostfile -n 2 ./pi",
+    "openmpi5": "mpirun --hostfile /etc/mpi/hostfile -n 2 ./pi",
+    "mpich": "mpirun -f /etc/mpi/hostfile -n 2 ./pi",
     # The operator sets I_MPI_PERHOST for Intel MPI, which otherwise fills the first host.
-    "intel": "I_MPI_PERHOST=1 mpirun -f /tmp/hostfile -n 2 ./pi",
+    "intel": "I_MPI_PERHOST=1 mpirun -f /etc/mpi/hostfile -n 2 ./pi",
 }
 ACROSS_WORKERS = """
 set -e
 for worker in {workers}; do
     for _ in $(seq 100); do ssh -o BatchMode=yes "$worker" true && break; sleep 0.1; done
-    printf '{line}\\n' "$worker" >> /tmp/hostfile
 done
 env {mpirun}
 """
@@ -285,10 +293,14 @@ env {mpirun}
 def test_pi_runs_across_workers_over_ssh(
     rootfs: dict[str, Path], layouts: dict[str, ImageLayout], flavour: str
 ) -> None:
-    script = ACROSS_WORKERS.format(
-        workers=" ".join(WORKERS), line=HOSTFILE_LINE[flavour].format("%s"), mpirun=MPIRUN[flavour]
-    )
-    result = run_in_image(rootfs[flavour], layouts[PI_IMAGES[flavour]].config, script)
+    script = ACROSS_WORKERS.format(workers=" ".join(WORKERS), mpirun=MPIRUN[flavour])
+    hostfile = tuple(HOSTFILE_LINE[flavour].format(worker) for worker in WORKERS)
+    config = layouts[PI_IMAGES[flavour]].config
+    result = run_in_image(rootfs[flavour], config, script, hostfile)
     assert result.returncode == 0, result.stdout + result.stderr
+    if flavour in WITH_ENTRYPOINT:
+        # The entrypoint waited for the launcher's own name and each hostfile host.
+        for host in ("launcher", *WORKERS):
+            assert f"Resolved {host}\n" in result.stdout, result.stdout
     assert "ranks: 2\nrank 0 on worker-0\nrank 1 on worker-1\n" in result.stdout, result.stdout
     assert_pi(result.stdout)
