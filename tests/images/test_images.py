@@ -234,13 +234,19 @@ hostname launcher
 # when a timeout kills that, taking every other process of the run with it.
 {_as_mpiuser(r, image, launcher, ("K_MPI_JOB_ROLE=launcher",) if hostfile else ())}
 """
-    return subprocess.run(
-        [*NAMESPACES, "sh", "-c", setup],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    command = [*NAMESPACES, "sh", "-c", setup]
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        # Killing unshare ended the run; keep what it printed for the failure message.
+        output = [_text(expired.stdout), _text(expired.stderr), f"timed out after {timeout}s"]
+        return subprocess.CompletedProcess(command, -9, output[0], "\n".join(output[1:]))
+
+
+def _text(output: bytes | str | None) -> str:
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
 
 
 PI_LINE = re.compile(r"pi is approximately (\d+\.\d+)")
