@@ -19,23 +19,34 @@ SSH_CONNECT_RETRIES: Final = "-o ConnectionAttempts=10"
 # once (kubernetes/kubernetes#115844).
 POD_REPLACEMENT_POLICY: Final = "Failed"
 
+# OpenMPI: Open MPI 4 (ORTE) reads the OMPI_MCA_ names; Open MPI 5 launches through PRRTE,
+# which reads only PRTE_MCA_ names, so each setting is given under both.
 _IMPLEMENTATION_ENV: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     c.OPENMPI: (
         ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
         ("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
         ("OMPI_MCA_plm_rsh_args", SSH_CONNECT_RETRIES),
+        ("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
+        ("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
+        ("PRTE_MCA_plm_ssh_args", SSH_CONNECT_RETRIES),
     ),
     c.INTEL_MPI: (
         ("I_MPI_HYDRA_HOST_FILE", HOSTFILE_PATH),
         ("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_CONNECT_RETRIES),
     ),
+    # Hydra's ssh launcher reads HYDRA_LAUNCHER_EXTRA_ARGS. Upstream sets HYDRA_LAUNCH_EXTRA_ARGS,
+    # which nothing reads; it is kept for images that may look for it.
     c.MPICH: (
         ("HYDRA_HOST_FILE", HOSTFILE_PATH),
         ("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECT_RETRIES),
+        ("HYDRA_LAUNCHER_EXTRA_ARGS", SSH_CONNECT_RETRIES),
     ),
 }
 # MPICH has no per-host slot variable: it reads the slots from the hostfile only.
-_SLOTS_ENV: Final = {c.OPENMPI: "OMPI_MCA_orte_set_default_slots", c.INTEL_MPI: "I_MPI_PERHOST"}
+_SLOTS_ENV: Final[dict[str, tuple[str, ...]]] = {
+    c.OPENMPI: ("OMPI_MCA_orte_set_default_slots", "PRTE_MCA_prte_set_default_slots"),
+    c.INTEL_MPI: ("I_MPI_PERHOST",),
+}
 # Blanked so a launcher that only runs mpirun cannot grab GPUs through the NVIDIA runtime.
 # Sent without a value, as upstream sends them: the container sees empty strings.
 _NVIDIA_ENV: Final = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
@@ -63,9 +74,8 @@ def launcher_env(job: MPIJob) -> list[dict[str, str]]:
     implementation = job.spec.mpi_implementation or c.OPENMPI
     env = [{"name": pod_templates.ROLE_ENV, "value": c.ROLE_LAUNCHER}]
     env += [{"name": k, "value": v} for k, v in _IMPLEMENTATION_ENV.get(implementation, ())]
-    slots_env = _SLOTS_ENV.get(implementation)
-    if slots_env is not None:
-        env.append({"name": slots_env, "value": str(job.spec.slots_per_worker)})
+    slots = str(job.spec.slots_per_worker)
+    env += [{"name": name, "value": slots} for name in _SLOTS_ENV.get(implementation, ())]
     if not pod_templates.launcher_runs_as_worker(job):
         env += [{"name": name} for name in _NVIDIA_ENV]
     return env
@@ -74,16 +84,12 @@ def launcher_env(job: MPIJob) -> list[dict[str, str]]:
 def launcher_pod_template(
     job: MPIJob, facts: ClusterFacts, gang: GangScheduler | None
 ) -> dict[str, Any]:
-    """The launcher Job's pod template.
-
-    ``facts`` is taken so every pod builder has one signature; the launcher needs no
-    cluster fact today.
-    """
+    """The launcher Job's pod template."""
     spec = pod_templates.replica_spec(job, c.LAUNCHER)
     # Index 0 belongs to the launcher so workers' indexes stay unique (Kueue TAS).
     index = 0 if pod_templates.launcher_runs_as_worker(job) else None
     template = pod_templates.role_template(
-        job, spec, c.ROLE_LAUNCHER, names.launcher_name(job), index
+        job, spec, c.ROLE_LAUNCHER, names.launcher_name(job), index, facts
     )
     pod_templates.set_restart_policy(template, spec)
     container = pod_templates.main_container(template)

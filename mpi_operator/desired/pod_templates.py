@@ -15,6 +15,7 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.meta import controller_reference
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
 from mpi_operator.desired import names
+from mpi_operator.desired.facts import ClusterFacts
 
 SSH_AUTH_VOLUME: Final = "ssh-auth"
 SSH_PRIVATE_KEY: Final = "ssh-privatekey"
@@ -29,6 +30,8 @@ SSH_VOLUME_ITEMS: Final = (
     {"key": SSH_PUBLIC_KEY, "path": "authorized_keys"},
 )
 HOST_NETWORK_DNS_POLICY: Final = "ClusterFirstWithHostNet"
+# Upstream always appends cluster.local; a cluster configured with another domain gets its own.
+DEFAULT_CLUSTER_DOMAIN: Final = "cluster.local"
 ROLE_ENV: Final = "K_MPI_JOB_ROLE"
 
 
@@ -76,8 +79,17 @@ def append_to(obj: dict[str, Any], field: str, *items: dict[str, Any]) -> None:
     obj[field] = [*(obj.get(field) or []), *items]
 
 
-def set_host_identity(template: dict[str, Any], job: MPIJob, hostname: str) -> None:
-    """Hostname and subdomain that make the pod resolvable through the job's Service."""
+def dns_search_domain(job: MPIJob, facts: ClusterFacts) -> str:
+    """The job's Service domain, in which every pod of the job has its short hostname."""
+    domain = facts.cluster_domain or DEFAULT_CLUSTER_DOMAIN
+    return f"{names.service_name(job)}.{job.namespace}.svc.{domain}"
+
+
+def set_host_identity(
+    template: dict[str, Any], job: MPIJob, hostname: str, facts: ClusterFacts
+) -> None:
+    """Hostname, subdomain and DNS search path that make the pod resolvable through the
+    job's Service, and let it resolve every pod of the job (itself included) by short name."""
     spec = template["spec"]
     spec["hostname"] = hostname
     spec["subdomain"] = names.service_name(job)
@@ -85,6 +97,10 @@ def set_host_identity(template: dict[str, Any], job: MPIJob, hostname: str) -> N
         # Without it a host-network pod resolves with the node's resolv.conf and never
         # finds its peers' Service names.
         spec["dnsPolicy"] = HOST_NETWORK_DNS_POLICY
+    dns_config = spec.get("dnsConfig")
+    if not isinstance(dns_config, dict):
+        dns_config = spec["dnsConfig"] = {}
+    dns_config["searches"] = [*(dns_config.get("searches") or []), dns_search_domain(job, facts)]
 
 
 def set_restart_policy(template: dict[str, Any], spec: ReplicaSpec) -> None:
@@ -127,7 +143,12 @@ def pod_metadata(template: dict[str, Any]) -> dict[str, Any]:
 
 
 def role_template(
-    job: MPIJob, spec: ReplicaSpec, role: str, hostname: str, replica_index: int | None
+    job: MPIJob,
+    spec: ReplicaSpec,
+    role: str,
+    hostname: str,
+    replica_index: int | None,
+    facts: ClusterFacts,
 ) -> dict[str, Any]:
     """A copy of the role's template with the operator's labels (the replica-index label only
     when ``replica_index`` is given) and the pod's host identity."""
@@ -136,7 +157,7 @@ def role_template(
         labels[c.LABEL_REPLICA_INDEX] = str(replica_index)
     template = copy_template(spec)
     overlay_labels(template, labels)
-    set_host_identity(template, job, hostname)
+    set_host_identity(template, job, hostname, facts)
     return template
 
 

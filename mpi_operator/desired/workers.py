@@ -11,14 +11,6 @@ from mpi_operator.desired import names, pod_templates
 from mpi_operator.desired.facts import ClusterFacts
 
 DEFAULT_WORKER_COMMAND: Final = ("/usr/sbin/sshd", "-De")
-# Upstream always appends cluster.local; a cluster configured with another domain gets its own.
-DEFAULT_CLUSTER_DOMAIN: Final = "cluster.local"
-
-
-def dns_search_domain(job: MPIJob, facts: ClusterFacts) -> str:
-    """The job's Service domain, so workers resolve the launcher by its short hostname."""
-    domain = facts.cluster_domain or DEFAULT_CLUSTER_DOMAIN
-    return f"{names.service_name(job)}.{job.namespace}.svc.{domain}"
 
 
 def worker_replica_index(job: MPIJob, index: int) -> int:
@@ -33,13 +25,8 @@ def new_worker_pod(
     spec = pod_templates.replica_spec(job, c.WORKER)
     name = names.worker_name(job, index)
     template = pod_templates.role_template(
-        job, spec, c.ROLE_WORKER, name, worker_replica_index(job, index)
+        job, spec, c.ROLE_WORKER, name, worker_replica_index(job, index), facts
     )
-    pod_spec = template["spec"]
-    dns_config = pod_spec.get("dnsConfig")
-    if not isinstance(dns_config, dict):
-        dns_config = pod_spec["dnsConfig"] = {}
-    dns_config["searches"] = [*(dns_config.get("searches") or []), dns_search_domain(job, facts)]
     pod_templates.set_restart_policy(template, spec)
     container = pod_templates.main_container(template)
     # mpirun reaches workers over ssh; a container that chose its own command or args

@@ -20,6 +20,17 @@ FACTS = ClusterFacts()
 CONNECT = "-o ConnectionAttempts=10"
 ROLE = ("K_MPI_JOB_ROLE", "launcher")
 NVIDIA = [("NVIDIA_VISIBLE_DEVICES", None), ("NVIDIA_DRIVER_CAPABILITIES", None)]
+# Open MPI 4 reads the OMPI_MCA_ names, Open MPI 5 (PRRTE) only the PRTE_MCA_ ones.
+OPEN_MPI_4_AND_5 = [
+    ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+    ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
+    ("OMPI_MCA_plm_rsh_args", CONNECT),
+    ("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
+    ("PRTE_MCA_prte_default_hostfile", "/etc/mpi/hostfile"),
+    ("PRTE_MCA_plm_ssh_args", CONNECT),
+]
+# Hydra reads HYDRA_LAUNCHER_EXTRA_ARGS; upstream's misspelt name is kept beside it.
+HYDRA_RETRIES = [("HYDRA_LAUNCH_EXTRA_ARGS", CONNECT), ("HYDRA_LAUNCHER_EXTRA_ARGS", CONNECT)]
 
 
 def base() -> MPIJobWrapper:
@@ -47,10 +58,9 @@ def main_container(job: MPIJobWrapper) -> dict[str, Any]:
             base(),
             [
                 ROLE,
-                ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-                ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
-                ("OMPI_MCA_plm_rsh_args", CONNECT),
+                *OPEN_MPI_4_AND_5,
                 ("OMPI_MCA_orte_set_default_slots", "1"),
+                ("PRTE_MCA_prte_set_default_slots", "1"),
                 *NVIDIA,
             ],
         ),
@@ -58,10 +68,9 @@ def main_container(job: MPIJobWrapper) -> dict[str, Any]:
             base().slots_per_worker(4).run_launcher_as_worker(),
             [
                 ROLE,
-                ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-                ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
-                ("OMPI_MCA_plm_rsh_args", CONNECT),
+                *OPEN_MPI_4_AND_5,
                 ("OMPI_MCA_orte_set_default_slots", "4"),
+                ("PRTE_MCA_prte_set_default_slots", "4"),
             ],
         ),
         (
@@ -88,7 +97,7 @@ def main_container(job: MPIJobWrapper) -> dict[str, Any]:
             [
                 ROLE,
                 ("HYDRA_HOST_FILE", "/etc/mpi/hostfile"),
-                ("HYDRA_LAUNCH_EXTRA_ARGS", CONNECT),
+                *HYDRA_RETRIES,
                 *NVIDIA,
             ],
         ),
@@ -97,7 +106,7 @@ def main_container(job: MPIJobWrapper) -> dict[str, Any]:
             [
                 ROLE,
                 ("HYDRA_HOST_FILE", "/etc/mpi/hostfile"),
-                ("HYDRA_LAUNCH_EXTRA_ARGS", CONNECT),
+                *HYDRA_RETRIES,
             ],
         ),
         (
@@ -106,10 +115,9 @@ def main_container(job: MPIJobWrapper) -> dict[str, Any]:
                 ("OMPI_MCA_plm_rsh_args", "mine"),
                 ("A", "b"),
                 ROLE,
-                ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-                ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
-                ("OMPI_MCA_plm_rsh_args", CONNECT),
+                *OPEN_MPI_4_AND_5,
                 ("OMPI_MCA_orte_set_default_slots", "1"),
+                ("PRTE_MCA_prte_set_default_slots", "1"),
                 *NVIDIA,
             ],
         ),
@@ -252,12 +260,11 @@ def test_launcher_command_is_never_defaulted() -> None:
     assert "args" not in container
 
 
-def test_launcher_identity_and_no_dns_search() -> None:
+def test_launcher_identity() -> None:
     spec = pod_spec(base().pod_spec_field(c.LAUNCHER, "hostNetwork", True))
     assert spec["hostname"] == "pi-launcher"
     assert spec["subdomain"] == "pi"
     assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
-    assert "dnsConfig" not in spec
     assert "dnsPolicy" not in pod_spec(base())
 
 

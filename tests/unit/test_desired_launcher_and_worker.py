@@ -56,7 +56,11 @@ OPENMPI_ENV = [
     {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
     {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"},
     {"name": "OMPI_MCA_plm_rsh_args", "value": "-o ConnectionAttempts=10"},
+    {"name": "PRTE_MCA_prte_keep_fqdn_hostnames", "value": "true"},
+    {"name": "PRTE_MCA_prte_default_hostfile", "value": "/etc/mpi/hostfile"},
+    {"name": "PRTE_MCA_plm_ssh_args", "value": "-o ConnectionAttempts=10"},
     {"name": "OMPI_MCA_orte_set_default_slots", "value": "1"},
+    {"name": "PRTE_MCA_prte_set_default_slots", "value": "1"},
 ]
 NVIDIA_BLANKS = [{"name": "NVIDIA_VISIBLE_DEVICES"}, {"name": "NVIDIA_DRIVER_CAPABILITIES"}]
 WORKER_ENV = [{"name": "K_MPI_JOB_ROLE", "value": "worker"}]
@@ -97,6 +101,7 @@ def defaults_launcher(*, launcher_as_worker: bool) -> dict[str, Any]:
                     ],
                     "hostname": "foo-launcher",
                     "subdomain": "foo",
+                    "dnsConfig": {"searches": ["foo.bar.svc.cluster.local"]},
                     "restartPolicy": "OnFailure",
                     "volumes": [ssh_volume("foo", 0o600), config_volume("foo")],
                 },
@@ -206,6 +211,7 @@ OVERRIDES_LAUNCHER: dict[str, Any] = {
                 "hostname": "bar-launcher",
                 "subdomain": "bar",
                 "dnsPolicy": "ClusterFirstWithHostNet",
+                "dnsConfig": {"searches": ["bar.foo.svc.cluster.local"]},
                 "restartPolicy": "OnFailure",
             },
         },
@@ -270,3 +276,56 @@ def test_new_launcher_and_worker(
     mpijob = job.job()
     assert new_launcher_job(mpijob, ClusterFacts(), None) == expected_launcher
     assert new_worker_pod(mpijob, worker_index, ClusterFacts(), None) == expected_worker
+
+
+def pod_spec_of(role: str, job: MPIJobWrapper, facts: ClusterFacts) -> dict[str, Any]:
+    mpijob = job.job()
+    if role == c.LAUNCHER:
+        spec: dict[str, Any] = new_launcher_job(mpijob, facts, None)["spec"]["template"]["spec"]
+        return spec
+    worker_spec: dict[str, Any] = new_worker_pod(mpijob, 0, facts, None)["spec"]
+    return worker_spec
+
+
+@pytest.mark.parametrize("role", [c.LAUNCHER, c.WORKER])
+@pytest.mark.parametrize(
+    ("dns_config", "facts", "expected_dns_config"),
+    [
+        (None, ClusterFacts(), {"searches": ["pi.ns.svc.cluster.local"]}),
+        (
+            None,
+            ClusterFacts(cluster_domain="corp.example"),
+            {"searches": ["pi.ns.svc.corp.example"]},
+        ),
+        (
+            {"searches": ["example.org"], "options": [{"name": "ndots", "value": "2"}]},
+            ClusterFacts(),
+            {
+                "searches": ["example.org", "pi.ns.svc.cluster.local"],
+                "options": [{"name": "ndots", "value": "2"}],
+            },
+        ),
+        (
+            {"nameservers": ["1.1.1.1"]},
+            ClusterFacts(),
+            {"nameservers": ["1.1.1.1"], "searches": ["pi.ns.svc.cluster.local"]},
+        ),
+    ],
+    ids=[
+        "no dnsConfig: the job's Service domain",
+        "configured cluster domain is used instead of cluster.local",
+        "existing searches and options are kept, ours appended",
+        "dnsConfig without searches gets one",
+    ],
+)
+def test_every_pod_of_the_job_resolves_short_names_through_the_job_domain(
+    role: str,
+    dns_config: dict[str, Any] | None,
+    facts: ClusterFacts,
+    expected_dns_config: dict[str, Any],
+) -> None:
+    """The launcher too: images look up their own short hostname before starting."""
+    job = MPIJobWrapper("pi", "ns").workers(2)
+    if dns_config is not None:
+        job = job.pod_spec_field(role, "dnsConfig", dns_config)
+    assert pod_spec_of(role, job, facts)["dnsConfig"] == expected_dns_config

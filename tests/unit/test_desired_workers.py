@@ -107,46 +107,6 @@ def test_sshd_is_the_default_command(
 
 
 @pytest.mark.parametrize(
-    ("job", "facts", "expected_dns_config"),
-    [
-        (base(), FACTS, {"searches": ["pi.ns.svc.cluster.local"]}),
-        (
-            base(),
-            ClusterFacts(cluster_domain="corp.example"),
-            {"searches": ["pi.ns.svc.corp.example"]},
-        ),
-        (
-            base().pod_spec_field(
-                c.WORKER,
-                "dnsConfig",
-                {"searches": ["example.org"], "options": [{"name": "ndots", "value": "2"}]},
-            ),
-            FACTS,
-            {
-                "searches": ["example.org", "pi.ns.svc.cluster.local"],
-                "options": [{"name": "ndots", "value": "2"}],
-            },
-        ),
-        (
-            base().pod_spec_field(c.WORKER, "dnsConfig", {"nameservers": ["1.1.1.1"]}),
-            FACTS,
-            {"nameservers": ["1.1.1.1"], "searches": ["pi.ns.svc.cluster.local"]},
-        ),
-    ],
-    ids=[
-        "no dnsConfig: the job's Service domain",
-        "configured cluster domain is used instead of cluster.local",
-        "existing searches and options are kept, ours appended",
-        "dnsConfig without searches gets one",
-    ],
-)
-def test_dns_search_domain_is_appended(
-    job: MPIJobWrapper, facts: ClusterFacts, expected_dns_config: dict[str, Any]
-) -> None:
-    assert worker(job, facts=facts)["spec"]["dnsConfig"] == expected_dns_config
-
-
-@pytest.mark.parametrize(
     ("job", "expected_dns_policy"),
     [
         (base(), None),
