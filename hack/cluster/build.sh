@@ -10,25 +10,55 @@
 # when it succeeded; bin/.complete is written last, so an interrupted build
 # never looks finished. Re-running resumes with the components still missing.
 #
-# Usage: build.sh            build what is missing, print the bin directory
-#        build.sh --print    print the bin directory without building
+# With --real-nodes it also builds what real nodes need: the kubelet from the
+# same Kubernetes wrapper module, and CoreDNS. They go into the same bin/ under
+# a marker of their own, keyed by node.env, so adding them never invalidates
+# the control plane's binaries.
+#
+# Usage: build.sh [--real-nodes]            build what is missing, print the bin directory
+#        build.sh --print [--real-nodes]    print the bin directory without building; with
+#                                           --real-nodes exit 3 if those binaries are missing
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$HERE/versions.env"
+# shellcheck source=node.env
+source "$HERE/node.env"
+
+PRINT=0
+REAL_NODES=0
+for arg in "$@"; do
+    case "$arg" in
+    --print) PRINT=1 ;;
+    --real-nodes) REAL_NODES=1 ;;
+    *)
+        echo "usage: build.sh [--print] [--real-nodes]" >&2
+        exit 2
+        ;;
+    esac
+done
 
 CACHE_ROOT="${MPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mpi-operator}"
 KEY="$(cat "$HERE/versions.env" "$HERE"/gomod/*/go.mod.in | sha256sum | cut -c1-16)"
 KEYDIR="$CACHE_ROOT/cluster/$KEY"
 BIN="$KEYDIR/bin"
+NODE_MARK="$BIN/.real-nodes-$(sha256sum <"$HERE/node.env" | cut -c1-16).complete"
 
-if [ "${1:-}" = "--print" ]; then
+# Whether everything asked for is built.
+built() {
+    [ -f "$BIN/.complete" ] && { [ "$REAL_NODES" = 0 ] || [ -f "$NODE_MARK" ]; }
+}
+
+if [ "$PRINT" = 1 ]; then
     echo "$BIN"
+    if [ "$REAL_NODES" = 1 ] && ! built; then
+        exit 3
+    fi
     exit 0
 fi
 
-if [ -f "$BIN/.complete" ]; then
+if built; then
     echo "$BIN"
     exit 0
 fi
@@ -46,7 +76,7 @@ mkdir -p "$BIN" "$KEYDIR/src"
 if command -v flock >/dev/null 2>&1; then
     exec 9>"$KEYDIR/.lock"
     flock 9
-    if [ -f "$BIN/.complete" ]; then
+    if built; then
         echo "$BIN"
         exit 0
     fi
@@ -63,8 +93,10 @@ mkdir -p "$GOCACHE"
 log() { printf '%s build.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 render() {
-    # Fills @NAME@ placeholders from versions.env into a fresh wrapper module.
-    local name="$1" dir="$KEYDIR/src/$1"
+    # Fills @NAME@ placeholders from versions.env into a fresh wrapper module
+    # src/DIR (default: NAME); further arguments are extra lines for its go.mod.
+    local name="$1" dir="$KEYDIR/src/${2:-$1}"
+    shift $(($# < 2 ? $# : 2))
     rm -rf "$dir"
     mkdir -p "$dir"
     sed -e "s|@K8S_VERSION@|$K8S_VERSION|g" \
@@ -74,6 +106,9 @@ render() {
         -e "s|@VOLCANO_APIS_VERSION@|$VOLCANO_APIS_VERSION|g" \
         -e "s|@ETCD_VERSION@|$ETCD_VERSION|g" \
         "$HERE/gomod/$name/go.mod.in" >"$dir/go.mod"
+    if [ $# -gt 0 ]; then
+        printf '%s\n' "$@" >>"$dir/go.mod"
+    fi
     if grep -q '@[A-Z_]*@' "$dir/go.mod"; then
         echo "build.sh: unfilled placeholder in gomod/$name/go.mod.in" >&2
         exit 1
@@ -154,31 +189,51 @@ build_k8s() {
     )
 }
 
+build_kubelet() {
+    # The control plane's wrapper module with the kubelet as one more tool: the
+    # same build list, so the Kubernetes packages they share are not compiled again.
+    render k8s kubelet "tool k8s.io/kubernetes/cmd/kubelet"
+    (cd "$KEYDIR/src/kubelet" && go build -ldflags="$K8S_LDFLAGS" -o "$OUT/kubelet" \
+        k8s.io/kubernetes/cmd/kubelet)
+}
+
+build_coredns() {
+    # CoreDNS's go.mod has no replace directives: `go install` builds its own
+    # tested dependency set, with every plugin, as upstream's release does.
+    GOBIN="$OUT" go install -ldflags="-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
+}
+
 TOTAL_START=$SECONDS
 log "cache $KEYDIR (GOCACHE $GOCACHE, GOMODCACHE $(go env GOMODCACHE))"
-# Smallest first, so a failure in a large build leaves the small ones cached.
-component etcd etcd -- build_etcd
-component kwok kwok kwokctl -- build_kwok
-component k8s kube-apiserver kube-controller-manager kube-scheduler kubectl \
-    sp-scheduler sp-controller vc-scheduler vc-controller-manager -- build_k8s
+if [ ! -f "$BIN/.complete" ]; then
+    # Smallest first, so a failure in a large build leaves the small ones cached.
+    component etcd etcd -- build_etcd
+    component kwok kwok kwokctl -- build_kwok
+    component k8s kube-apiserver kube-controller-manager kube-scheduler kubectl \
+        sp-scheduler sp-controller vc-scheduler vc-controller-manager -- build_k8s
 
-# Module directories the cluster tooling reads CRDs, scheduler configs and
-# kwok's stock stages from; resolved once here so cluster-up needs no go.
-{
-    for mod in "sigs.k8s.io/kwok@$KWOK_VERSION" \
-        "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" \
-        "volcano.sh/volcano@$VOLCANO_VERSION"; do
-        dir="$(go mod download -json "$mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-        [ -d "$dir" ] || {
-            echo "build.sh: could not locate module $mod" >&2
-            exit 1
-        }
-        echo "${mod%@*}=$dir"
-    done
-} >"$KEYDIR/modules.env.tmp"
-mv -f "$KEYDIR/modules.env.tmp" "$KEYDIR/modules.env"
-cp "$HERE/versions.env" "$KEYDIR/versions.env"
-
-touch "$BIN/.complete"
+    # Module directories the cluster tooling reads CRDs, scheduler configs and
+    # kwok's stock stages from; resolved once here so cluster-up needs no go.
+    {
+        for mod in "sigs.k8s.io/kwok@$KWOK_VERSION" \
+            "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" \
+            "volcano.sh/volcano@$VOLCANO_VERSION"; do
+            dir="$(go mod download -json "$mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+            [ -d "$dir" ] || {
+                echo "build.sh: could not locate module $mod" >&2
+                exit 1
+            }
+            echo "${mod%@*}=$dir"
+        done
+    } >"$KEYDIR/modules.env.tmp"
+    mv -f "$KEYDIR/modules.env.tmp" "$KEYDIR/modules.env"
+    cp "$HERE/versions.env" "$KEYDIR/versions.env"
+    touch "$BIN/.complete"
+fi
+if [ "$REAL_NODES" = 1 ]; then
+    component kubelet kubelet -- build_kubelet
+    component "coredns-$COREDNS_VERSION" coredns -- build_coredns
+    touch "$NODE_MARK"
+fi
 log "all binaries ready in $((SECONDS - TOTAL_START))s"
 echo "$BIN"
