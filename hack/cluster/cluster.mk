@@ -3,7 +3,8 @@
 #
 #   make cluster-build
 #   make cluster-up SCHEDULER=default|volcano|scheduler-plugins \
-#        [NAME=mpi-volcano] [NODES=2] [NODE_CPU=8] [NODE_MEMORY=32Gi] [NODE_GPU=0]
+#        [NAME=mpi-volcano] [NODES=2] [NODE_CPU=8] [NODE_MEMORY=32Gi] [NODE_GPU=0] \
+#        [REAL_NODES=0]
 #   make cluster-down [SCHEDULER=...|NAME=...]   (no argument: every local cluster)
 #   make cluster-status
 
@@ -12,7 +13,7 @@ CLUSTER_TOOL := hack/cluster/localcluster.py
 .PHONY: cluster-build cluster-up cluster-down cluster-status
 
 cluster-build:
-	bash hack/cluster/build.sh
+	bash hack/cluster/build.sh $(if $(filter-out 0,$(REAL_NODES)),--real-nodes)
 
 cluster-up: venv
 	@$(PY) $(CLUSTER_TOOL) up --scheduler $(or $(SCHEDULER),default) \
@@ -20,7 +21,8 @@ cluster-up: venv
 		$(if $(NODES),--nodes $(NODES)) \
 		$(if $(NODE_CPU),--node-cpu $(NODE_CPU)) \
 		$(if $(NODE_MEMORY),--node-memory $(NODE_MEMORY)) \
-		$(if $(NODE_GPU),--node-gpu $(NODE_GPU))
+		$(if $(NODE_GPU),--node-gpu $(NODE_GPU)) \
+		$(if $(REAL_NODES),--real-nodes $(REAL_NODES))
 
 cluster-down: venv
 	@$(PY) $(CLUSTER_TOOL) down \

@@ -11,9 +11,14 @@ in the Go module cache, never copied into the repository.
 
     localcluster.py up [--scheduler default|volcano|scheduler-plugins] [--name N]
                        [--nodes 2] [--node-cpu 8] [--node-memory 32Gi] [--node-gpu 0]
+                       [--real-nodes 0] [--images-dir DIR]
     localcluster.py down [--name N | --scheduler S | --all]
     localcluster.py status [--name N]
     localcluster.py add-node --name N NODE [--cpu ..] [--memory ..] [--gpu ..]
+
+`--real-nodes N` adds N real nodes beside the fake ones: a kubelet with its own
+containerd each, pods on a bridge private to the cluster, and CoreDNS for the
+cluster domain (see realnodes.py).
 
 `up` prints `export KUBECONFIG=<path>` as its last line. Every process a
 cluster runs is recorded with its pid and kernel start time, so `down` stops
@@ -41,9 +46,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import realnodes
 import yaml
 
 HERE = Path(__file__).resolve().parent
+IMAGES_TOOL = HERE.parent / "images" / "build.py"
+# A directory of image tarballs to import instead of what IMAGES_TOOL builds.
+IMAGES_DIR_ENV = "MPI_OPERATOR_IMAGES_DIR"
 SCHEDULERS = ("default", "volcano", "scheduler-plugins")
 # Scheduler names pods use to opt into a gang scheduler.
 SCHEDULER_NAMES = {
@@ -89,19 +98,23 @@ def default_name(scheduler: str) -> str:
 # --- binaries and pinned modules -------------------------------------------
 
 
-def bin_dir(build: bool = True) -> Path:
+def bin_dir(build: bool = True, real_nodes: bool = False) -> Path:
+    """The built binaries; with ``real_nodes`` also the kubelet and CoreDNS."""
     script = HERE / "build.sh"
+    extra = ["--real-nodes"] if real_nodes else []
     out = subprocess.run(
-        ["bash", str(script), "--print"], check=True, capture_output=True, text=True, timeout=60
+        ["bash", str(script), "--print", *extra], capture_output=True, text=True, timeout=60
     )
+    if out.returncode not in (0, 3):
+        raise ClusterError(f"build.sh --print failed: {out.stderr.strip()}")
     path = Path(out.stdout.strip())
-    if (path / ".complete").is_file():
+    if out.returncode == 0 and (path / ".complete").is_file():
         return path
     if not build:
         raise ClusterError(f"binaries are not built in {path}; run `make cluster-build`")
     log(f"binaries missing in {path}; building (a cold build takes 20-40 minutes)")
     # Build output goes to stderr so that `up` keeps the export line last on stdout.
-    subprocess.run(["bash", str(script)], check=True, stdout=sys.stderr)
+    subprocess.run(["bash", str(script), *extra], check=True, stdout=sys.stderr)
     return path
 
 
@@ -262,6 +275,9 @@ class ClusterInfo:
     processes: list[Proc]
     started_at: float
     up_seconds: float = 0.0
+    # Real nodes: how many, and the pod network they share (bridge, subnet).
+    real_nodes: int = 0
+    network: dict[str, str] | None = None
 
     @classmethod
     def load(cls, name: str) -> ClusterInfo | None:
@@ -381,7 +397,14 @@ def http_ok(url: str) -> bool:
 # --- configuration ----------------------------------------------------------
 
 
-def kwok_config(bins: Path, mods: dict[str, Path], vers: dict[str, str]) -> str:
+def pki_dir(cluster: Cluster) -> Path:
+    """kwokctl's CA and the admin certificate every component uses."""
+    return cluster.dir / "kwok" / "clusters" / cluster.info.name / "pki"
+
+
+def kwok_config(
+    bins: Path, mods: dict[str, Path], vers: dict[str, str], pki: Path, real_nodes: bool
+) -> str:
     kwok = mods["sigs.k8s.io/kwok"] / "kustomize" / "stage"
     ctl = {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
@@ -409,6 +432,7 @@ def kwok_config(bins: Path, mods: dict[str, Path], vers: dict[str, str]) -> str:
                 "extraArgs": [{"key": "leader-elect", "value": "false"}],
             },
             {"name": "kube-scheduler", "extraArgs": [{"key": "leader-elect", "value": "false"}]},
+            *([kubelet_client_patch(pki)] if real_nodes else []),
             {
                 "name": "kwok-controller",
                 "extraArgs": [
@@ -419,6 +443,9 @@ def kwok_config(bins: Path, mods: dict[str, Path], vers: dict[str, str]) -> str:
                     # (EndpointSlice validation rejects 127.0.0.0/8); a /16
                     # leaves room for more than 254 concurrent pods.
                     {"key": "cidr", "value": "10.244.0.0/16"},
+                    # kwokctl's binary runtime makes kwok manage every node; a real
+                    # node's status and pods belong to its kubelet.
+                    *(KWOK_FAKE_NODES_ONLY if real_nodes else []),
                 ],
             },
         ],
@@ -437,6 +464,26 @@ def kwok_config(bins: Path, mods: dict[str, Path], vers: dict[str, str]) -> str:
     return "\n---\n".join(d.strip("\n") for d in docs) + "\n"
 
 
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_FAKE_NODES_ONLY = (
+    {"key": "manage-all-nodes", "value": "false", "override": True},
+    {"key": "manage-nodes-with-annotation-selector", "value": f"{KWOK_NODE_ANNOTATION}=fake"},
+)
+
+
+def kubelet_client_patch(pki: Path) -> dict[str, Any]:
+    """The API server proves itself to real kubelets (logs, exec) with the admin
+    certificate, and dials them at their InternalIP, never by host name."""
+    return {
+        "name": "kube-apiserver",
+        "extraArgs": [
+            {"key": "kubelet-client-certificate", "value": str(pki / "admin.crt")},
+            {"key": "kubelet-client-key", "value": str(pki / "admin.key")},
+            {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
+        ],
+    }
+
+
 def node_manifest(name: str, cpu: str, memory: str, gpu: int, pods: str) -> dict[str, Any]:
     res: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": pods}
     if gpu:
@@ -446,7 +493,7 @@ def node_manifest(name: str, cpu: str, memory: str, gpu: int, pods: str) -> dict
         "kind": "Node",
         "metadata": {
             "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
@@ -620,6 +667,120 @@ def start_volcano(cluster: Cluster, mods: dict[str, Path]) -> None:
     )
 
 
+# --- real nodes -------------------------------------------------------------
+
+
+def start_real_nodes(cluster: Cluster, count: int, images: Sequence[Path]) -> list[str]:
+    """The pod network, CoreDNS on the bridge address, then per node a containerd
+    (images imported) and a kubelet; waits until CoreDNS is ready and the nodes are Ready."""
+    needed = (realnodes.CONTAINERD, realnodes.CTR, realnodes.RUNC, realnodes.CNI_BIN_DIR / "bridge")
+    missing = [p for p in needed if not p.exists()]
+    if missing:
+        raise ClusterError(
+            f"real nodes need {', '.join(map(str, missing))}: "
+            "apt-get install containerd runc containernetworking-plugins"
+        )
+    network = realnodes.create_network(cluster.info.name, cache_root() / "real-nodes.lock")
+    cluster.info.real_nodes = count
+    cluster.info.network = {"bridge": network.bridge, "subnet": network.subnet}
+    cluster.info.save()
+    log(f"real nodes: bridge {network.bridge} on {network.subnet}, DNS at {network.gateway}")
+
+    ready_port = free_port()
+    corefile = cluster.dir / "Corefile"
+    corefile.write_text(realnodes.corefile(network, cluster.kubeconfig, ready_port))
+    cluster.spawn("coredns", [str(cluster.bins / "coredns"), "-conf", str(corefile)])
+
+    names = realnodes.node_names(count)
+    ca = pki_dir(cluster) / "ca.crt"
+    for node in names:
+        paths = realnodes.node_paths(cluster.dir, node)
+        realnodes.write_node_files(
+            paths, network, cluster.dir, port=free_port(), healthz_port=free_port(), client_ca=ca
+        )
+        cluster.spawn(
+            f"containerd-{node}",
+            [str(realnodes.CONTAINERD), f"--config={paths.containerd_config}"],
+        )
+        wait_for(
+            f"containerd of {node}",
+            lambda paths=paths: realnodes.containerd_ready(paths),
+            timeout=30,
+            on_timeout=lambda node=node: cluster.log_tail(f"containerd-{node}"),
+        )
+        realnodes.import_images(paths, images)
+        cluster.spawn(
+            f"kubelet-{node}",
+            [
+                str(cluster.bins / "kubelet"),
+                f"--config={paths.kubelet_config}",
+                f"--kubeconfig={cluster.kubeconfig}",
+                f"--root-dir={paths.kubelet_root}",
+                f"--cert-dir={paths.kubelet_root / 'pki'}",
+                f"--hostname-override={node}",
+                f"--node-ip={network.gateway}",
+                f"--node-labels={realnodes.NODE_LABEL}=true",
+                "--v=1",
+            ],
+        )
+    wait_for(
+        "CoreDNS /ready",
+        lambda: http_ok(f"http://127.0.0.1:{ready_port}/ready"),
+        timeout=60,
+        on_timeout=lambda: cluster.log_tail("coredns"),
+    )
+    wait_for(
+        "real nodes to register",
+        lambda: all(cluster.kubectl("get", "node", n, check=False).returncode == 0 for n in names),
+        timeout=60,
+        on_timeout=lambda: "\n".join(cluster.log_tail(f"kubelet-{n}") for n in names),
+    )
+    wait_nodes_ready(cluster, names, timeout=90)
+    return names
+
+
+def image_tarballs(directory: Path | None) -> list[Path]:
+    """The OCI image tarballs real nodes import: every ``*.tar`` of ``directory`` if given,
+    else what hack/images/build.py prints (it builds what is missing, cached by key)."""
+    if directory is not None:
+        tarballs = sorted(directory.glob("*.tar"))
+    elif IMAGES_TOOL.is_file():
+        log("building or locating images with hack/images (a cold build takes minutes)")
+        res = subprocess.run(
+            [sys.executable, str(IMAGES_TOOL)],
+            stdout=subprocess.PIPE,
+            stderr=sys.stderr,
+            text=True,
+            timeout=3600,
+            check=False,
+        )
+        if res.returncode != 0:
+            raise ClusterError(f"{IMAGES_TOOL} failed with exit code {res.returncode}")
+        tarballs = [Path(line) for line in res.stdout.split() if line.endswith(".tar")]
+    else:
+        tarballs = []
+    if not tarballs:
+        raise ClusterError(
+            f"real nodes need OCI image tarballs ({realnodes.PAUSE_IMAGE} at least): "
+            f"none in {directory or IMAGES_TOOL}"
+        )
+    return tarballs
+
+
+def stop_real_node_pods(name: str, procs: Sequence[Proc]) -> list[Proc]:
+    """Kubelets first (they would restart containers), then every container, while each
+    node's containerd still runs; the rest stops with the other processes."""
+    stopped = stop_processes([p for p in procs if p.name.startswith("kubelet-")])
+    nodes_dir = cluster_dir(name) / "nodes"
+    for node in sorted(nodes_dir.iterdir()) if nodes_dir.is_dir() else []:
+        paths = realnodes.node_paths(cluster_dir(name), node.name)
+        containerd = [p for p in procs if p.name == f"containerd-{node.name}" and p.alive()]
+        if containerd and paths.socket.exists():
+            with contextlib.suppress(realnodes.RealNodeError, subprocess.TimeoutExpired):
+                realnodes.kill_containers(paths)
+    return stopped
+
+
 # --- commands ---------------------------------------------------------------
 
 
@@ -642,18 +803,27 @@ def up(
     node_memory: str = DEFAULT_NODE_MEMORY,
     node_gpu: int = DEFAULT_NODE_GPU,
     build: bool = True,
+    real_nodes: int = 0,
+    images: Path | None = None,
 ) -> ClusterInfo:
     if scheduler not in SCHEDULERS:
         raise ClusterError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULERS}")
     name = name or default_name(scheduler)
     t0 = time.monotonic()
-    bins = bin_dir(build=build)
+    bins = bin_dir(build=build, real_nodes=real_nodes > 0)
+    if images is None and os.environ.get(IMAGES_DIR_ENV):
+        images = Path(os.environ[IMAGES_DIR_ENV])
+    tarballs = image_tarballs(images) if real_nodes else []
     mods = module_dirs(bins)
     vers = versions(bins)
 
     existing = ClusterInfo.load(name)
     if existing is not None:
-        if existing.scheduler == scheduler and all(p.alive() for p in existing.processes):
+        if (
+            existing.scheduler == scheduler
+            and existing.real_nodes == real_nodes
+            and all(p.alive() for p in existing.processes)
+        ):
             log(f"cluster {name} is already running")
             return existing
         log(f"replacing stale or different cluster {name}")
@@ -673,7 +843,7 @@ def up(
     cluster = Cluster(info, bins)
     try:
         config = cdir / "kwok.yaml"
-        config.write_text(kwok_config(bins, mods, vers))
+        config.write_text(kwok_config(bins, mods, vers, pki_dir(cluster), real_nodes > 0))
         env = {
             **os.environ,
             "KWOK_WORKDIR": str(workdir),
@@ -718,6 +888,8 @@ def up(
             (node_manifest(n, node_cpu, node_memory, node_gpu, DEFAULT_NODE_PODS) for n in names),
         )
         wait_nodes_ready(cluster, names)
+        if real_nodes:
+            start_real_nodes(cluster, real_nodes, tarballs)
         # Pods are rejected until the service account controller has created
         # the namespace's `default` ServiceAccount.
         wait_for(
@@ -730,7 +902,7 @@ def up(
     except BaseException:
         log(f"bring-up of {name} failed; stopping what was started (logs in {cdir})")
         with contextlib.suppress(Exception):
-            stop_cluster_processes([*cluster.info.processes, *kwok_processes(name)])
+            stop_all(name, [*cluster.info.processes, *kwok_processes(name)])
         raise
     info.up_seconds = round(time.monotonic() - t0, 1)
     info.save()
@@ -744,10 +916,25 @@ def down(name: str) -> list[Proc]:
     procs: dict[tuple[int, int], Proc] = {}
     for p in [*(info.processes if info else []), *kwok_processes(name)]:
         procs[(p.pid, p.start_time)] = p
-    stopped = stop_cluster_processes(list(procs.values()))
+    stopped = stop_all(name, list(procs.values()))
     for p in stopped:
         log(f"stopped {p.name} (pid {p.pid})")
     shutil.rmtree(cdir, ignore_errors=True)
+    return stopped
+
+
+def stop_all(name: str, procs: Sequence[Proc]) -> list[Proc]:
+    """Every process of the cluster, then whatever real nodes left on the host.
+
+    Raises before anything is deleted if a mount below the cluster directory survives,
+    so removing the directory never reaches into a mounted file system.
+    """
+    stopped = stop_real_node_pods(name, procs)
+    stopped += stop_cluster_processes([p for p in procs if p not in stopped])
+    try:
+        realnodes.remove_host_traces(name, cluster_dir(name))
+    except realnodes.RealNodeError as exc:
+        raise ClusterError(str(exc)) from exc
     return stopped
 
 
@@ -897,6 +1084,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_up.add_argument("--node-cpu", default=DEFAULT_NODE_CPU)
     p_up.add_argument("--node-memory", default=DEFAULT_NODE_MEMORY)
     p_up.add_argument("--node-gpu", type=int, default=DEFAULT_NODE_GPU)
+    p_up.add_argument(
+        "--real-nodes",
+        type=int,
+        default=0,
+        help="real nodes (kubelet + containerd) beside the fake ones",
+    )
+    p_up.add_argument(
+        "--images-dir",
+        type=Path,
+        help="import every *.tar here (default: the images hack/images/build.py builds)",
+    )
     p_up.add_argument("--no-build", action="store_true", help="fail instead of building")
     p_down = sub.add_parser("down", help="stop a cluster's processes and remove its state")
     p_down.add_argument("--name")
@@ -922,6 +1120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 node_memory=args.node_memory,
                 node_gpu=args.node_gpu,
                 build=not args.no_build,
+                real_nodes=args.real_nodes,
+                images=args.images_dir,
             )
             print(f"export KUBECONFIG={info.kubeconfig}", flush=True)
         elif args.cmd == "down":
@@ -937,7 +1137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return status(args.name)
         elif args.cmd == "add-node":
             add_node(args.name, args.node, args.cpu, args.memory, args.gpu)
-    except ClusterError as exc:
+    except (ClusterError, realnodes.RealNodeError) as exc:
         log(f"error: {exc}")
         return 1
     return 0

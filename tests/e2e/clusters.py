@@ -71,12 +71,26 @@ def load_cluster_tool() -> ModuleType:
     name = "mpi_operator_localcluster"
     if name in sys.modules:
         return sys.modules[name]
+    # Its sibling modules (realnodes.py) are imported by plain name.
+    if str(CLUSTER_TOOL.parent) not in sys.path:
+        sys.path.insert(0, str(CLUSTER_TOOL.parent))
     spec = importlib.util.spec_from_file_location(name, CLUSTER_TOOL)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def run_cluster_tool(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """hack/cluster/localcluster.py with ``args``, output captured, never raising on failure."""
+    return subprocess.run(
+        [sys.executable, str(CLUSTER_TOOL), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def wait_until(
@@ -368,20 +382,27 @@ class ClusterProvider:
         if self.provider not in ("local", "existing", "kind"):
             raise pytest.UsageError(f"unknown E2E_PROVIDER {self.provider!r}")
 
-    def get(self, flavour: str) -> E2ECluster:
+    def get(self, flavour: str, real_nodes: bool = False) -> E2ECluster:
+        """The session's cluster of a flavour; with ``real_nodes`` a separate one whose
+        pods can also run for real (local provider: one real node beside the fake ones)."""
         if flavour not in FLAVOURS:
             raise ValueError(f"unknown flavour {flavour!r}; one of {FLAVOURS}")
-        if flavour in self.failed:
-            pytest.fail(f"{flavour} cluster failed to start earlier: {self.failed[flavour]}")
-        if flavour not in self.clusters:
+        key = f"{flavour}-real" if real_nodes else flavour
+        if key in self.failed:
+            pytest.fail(f"{key} cluster failed to start earlier: {self.failed[key]}")
+        if key not in self.clusters:
             try:
-                self.clusters[flavour] = getattr(self, f"_{self.provider}")(flavour)
+                if real_nodes and self.provider == "local":
+                    self.clusters[key] = self._local(flavour, real_nodes=1)
+                else:
+                    # kind and existing clusters run real pods anyway.
+                    self.clusters[key] = getattr(self, f"_{self.provider}")(flavour)
             except pytest.skip.Exception:
                 raise
             except Exception as exc:
-                self.failed[flavour] = str(exc)
+                self.failed[key] = str(exc)
                 raise
-        return self.clusters[flavour]
+        return self.clusters[key]
 
     def close(self) -> None:
         if os.environ.get("E2E_KEEP_CLUSTERS") in ("1", "true", "yes"):
@@ -404,12 +425,16 @@ class ClusterProvider:
             pytest.skip(f"existing cluster has no {crd}: {flavour} is not installed")
         return cluster
 
-    def _local(self, flavour: str) -> E2ECluster:
+    def _local(self, flavour: str, real_nodes: int = 0) -> E2ECluster:
         tool = load_cluster_tool()
         # Named apart from the `make cluster-up` clusters so a developer's
         # running cluster is never replaced by the test session.
         name = f"{os.environ.get('E2E_CLUSTER_PREFIX', 'e2e')}-{flavour}"
-        cmd = [sys.executable, str(CLUSTER_TOOL), "up", "--scheduler", flavour, "--name", name]
+        cmd = [sys.executable, str(CLUSTER_TOOL), "up", "--scheduler", flavour]
+        if real_nodes:
+            name += "-real"
+            cmd += ["--real-nodes", str(real_nodes)]
+        cmd += ["--name", name]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=UP_TIMEOUT, check=False)
         self.started.append(lambda: tool.down(name))
         if res.returncode != 0:

@@ -2,7 +2,8 @@
 
 ``local_cluster("volcano")`` returns the session's cluster of a flavour
 (started on first use, stopped at session end); ``cluster``,
-``volcano_cluster`` and ``coscheduling_cluster`` are shortcuts. Each test gets
+``volcano_cluster`` and ``coscheduling_cluster`` are shortcuts, and ``real_cluster`` is a
+separate default-scheduler cluster with a real node. Each test gets
 fresh namespaces from ``namespace_factory`` (or ``namespace`` on the default
 cluster) and fake nodes from ``node_factory``; both are deleted afterwards.
 """
@@ -49,6 +50,12 @@ def volcano_cluster(local_cluster: Callable[[str], E2ECluster]) -> E2ECluster:
 @pytest.fixture
 def coscheduling_cluster(local_cluster: Callable[[str], E2ECluster]) -> E2ECluster:
     return local_cluster("scheduler-plugins")
+
+
+@pytest.fixture
+def real_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
+    """The default-scheduler cluster with a real node (kubelet, containerd) beside kwok's."""
+    return cluster_provider.get("default", real_nodes=True)
 
 
 @pytest.fixture

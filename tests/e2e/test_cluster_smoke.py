@@ -4,8 +4,6 @@ process behind."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -15,12 +13,12 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from .clusters import (
-    CLUSTER_TOOL,
     COSCHEDULING,
     VOLCANO,
     ClusterProvider,
     E2ECluster,
     load_cluster_tool,
+    run_cluster_tool,
     sim_pod_spec,
     wait_until,
 )
@@ -345,14 +343,8 @@ def test_down_leaves_no_process_behind(cluster_provider: ClusterProvider) -> Non
         pytest.skip(f"the {cluster_provider.provider} provider does not start local processes")
     tool = load_cluster_tool()
     name = f"e2e-down-{uuid.uuid4().hex[:6]}"
-    up = subprocess.run(
-        # Volcano: the flavour with the most processes of our own beside kwokctl's.
-        [sys.executable, str(CLUSTER_TOOL), "up", "--scheduler=volcano", f"--name={name}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    # Volcano: the flavour with the most processes of our own beside kwokctl's.
+    up = run_cluster_tool("up", "--scheduler=volcano", f"--name={name}", timeout=600)
     info = tool.ClusterInfo.load(name)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
@@ -363,13 +355,7 @@ def test_down_leaves_no_process_behind(cluster_provider: ClusterProvider) -> Non
         assert {"kwok-controller", "vc-scheduler", "vc-controller-manager"} <= names
         assert all(p.alive() for p in procs)
     finally:
-        down = subprocess.run(
-            [sys.executable, str(CLUSTER_TOOL), "down", "--name", name],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        down = run_cluster_tool("down", "--name", name, timeout=120)
     assert down.returncode == 0, down.stderr
     still = [p for p in procs if tool.proc_start_time(p.pid) == p.start_time]
     assert still == [], f"processes left behind: {still}"
