@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -693,8 +694,8 @@ def start_real_nodes(cluster: Cluster, count: int, images: Sequence[Path]) -> li
 
     names = realnodes.node_names(count)
     ca = pki_dir(cluster) / "ca.crt"
-    for node in names:
-        paths = realnodes.node_paths(cluster.dir, node)
+    nodes = [realnodes.node_paths(cluster.dir, node) for node in names]
+    for node, paths in zip(names, nodes, strict=True):
         realnodes.write_node_files(
             paths, network, cluster.dir, port=free_port(), healthz_port=free_port(), client_ca=ca
         )
@@ -702,13 +703,17 @@ def start_real_nodes(cluster: Cluster, count: int, images: Sequence[Path]) -> li
             f"containerd-{node}",
             [str(realnodes.CONTAINERD), f"--config={paths.containerd_config}"],
         )
+    for node, paths in zip(names, nodes, strict=True):
         wait_for(
             f"containerd of {node}",
             lambda paths=paths: realnodes.containerd_ready(paths),
             timeout=30,
             on_timeout=lambda node=node: cluster.log_tail(f"containerd-{node}"),
         )
-        realnodes.import_images(paths, images)
+    # Reading and unpacking the tarballs dominates a start; the nodes import side by side.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        list(pool.map(lambda paths: realnodes.import_images(paths, images), nodes))
+    for node, paths in zip(names, nodes, strict=True):
         cluster.spawn(
             f"kubelet-{node}",
             [

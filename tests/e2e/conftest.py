@@ -3,7 +3,7 @@
 ``local_cluster("volcano")`` returns the session's cluster of a flavour
 (started on first use, stopped at session end); ``cluster``,
 ``volcano_cluster`` and ``coscheduling_cluster`` are shortcuts, and ``real_cluster`` is a
-separate default-scheduler cluster with a real node. Each test gets
+separate default-scheduler cluster with real nodes only. Each test gets
 fresh namespaces from ``namespace_factory`` (or ``namespace`` on the default
 cluster) and fake nodes from ``node_factory``; both are deleted afterwards.
 """
@@ -54,7 +54,7 @@ def coscheduling_cluster(local_cluster: Callable[[str], E2ECluster]) -> E2EClust
 
 @pytest.fixture
 def real_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
-    """The default-scheduler cluster with a real node (kubelet, containerd) beside kwok's."""
+    """The default-scheduler cluster whose nodes are real (kubelet, containerd), not kwok's."""
     return cluster_provider.get("default", real_nodes=True)
 
 
