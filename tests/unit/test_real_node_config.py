@@ -1,0 +1,81 @@
+"""What a real node of the local cluster is configured with: the settings this kind of
+machine needs, and a pod network from which nothing leaves the machine."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack" / "cluster"))
+import realnodes
+
+NETWORK = realnodes.Network("mpi0123456789", "10.250.7.0/24")
+CLUSTER = Path("/cache/clusters/c")
+PATHS = realnodes.node_paths(CLUSTER, "real-node-0")
+
+
+def test_pod_network_has_no_gateway_role_no_masquerade_and_no_route_out() -> None:
+    conflist = realnodes.cni_conflist(NETWORK, CLUSTER)
+    bridge = conflist["plugins"][0]
+    assert bridge["type"] == "bridge" and bridge["bridge"] == "mpi0123456789"
+    assert bridge["isGateway"] is False
+    assert bridge["ipMasq"] is False
+    assert bridge["ipam"]["routes"] == []
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.250.7.0/24", "gateway": "10.250.7.1"}]]
+    assert bridge["ipam"]["dataDir"] == str(CLUSTER / "cni-ipam")
+
+
+def test_containerd_keeps_everything_under_the_node_directory() -> None:
+    config = tomllib.loads(realnodes.containerd_config(PATHS))
+    cri = config["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["restrict_oom_score_adj"] is True
+    assert cri["netns_mounts_under_state_dir"] is True
+    assert cri["sandbox_image"] == realnodes.PAUSE_IMAGE
+    assert cri["stream_server_address"] == "127.0.0.1"
+    runc = cri["containerd"]["runtimes"]["runc"]["options"]
+    assert runc["Root"] == str(PATHS.runc_root)
+    owned = [config["root"], config["state"], config["grpc"]["address"], cri["cni"]["conf_dir"]]
+    assert all(path.startswith(str(PATHS.root) + "/") for path in owned), owned
+    assert "io.containerd.internal.v1.opt" in config["disabled_plugins"]
+
+
+def test_kubelet_fits_this_machine_and_resolves_through_the_bridge() -> None:
+    config = realnodes.kubelet_config(PATHS, NETWORK, 10250, 10248, Path("/pki/ca.crt"))
+    assert config["cgroupDriver"] == "cgroupfs"
+    assert config["cgroupsPerQOS"] is False
+    assert config["failCgroupV1"] is False
+    assert config["failSwapOn"] is False
+    assert config["enforceNodeAllocatable"] == []
+    assert config["evictionHard"] == {}
+    assert config["makeIPTablesUtilChains"] is False
+    assert config["clusterDNS"] == ["10.250.7.1"]
+    assert config["resolvConf"] == ""
+    assert config["address"] == "10.250.7.1"
+    assert config["healthzBindAddress"] == "127.0.0.1"
+    assert config["authentication"]["anonymous"] == {"enabled": False}
+    assert config["authentication"]["x509"] == {"clientCAFile": "/pki/ca.crt"}
+
+
+def test_coredns_serves_the_cluster_domain_on_the_bridge_and_forwards_nothing() -> None:
+    corefile = realnodes.corefile(NETWORK, "/k/kubeconfig", 9153)
+    assert "bind 10.250.7.1" in corefile
+    assert "kubernetes cluster.local" in corefile
+    assert "kubeconfig /k/kubeconfig" in corefile
+    assert "forward" not in corefile
+
+
+@pytest.mark.parametrize("cluster", ["a", "e2e-default-real", "x" * 200])
+def test_bridge_name_fits_an_interface_name(cluster: str) -> None:
+    name = realnodes.bridge_name(cluster)
+    assert len(name) <= 15 and name.startswith("mpi")
+    assert name != realnodes.bridge_name(cluster + "-other")
+
+
+def test_a_socket_path_too_long_for_unix_sockets_is_refused(tmp_path: Path) -> None:
+    deep = realnodes.node_paths(tmp_path / ("d" * 120), "real-node-0")
+    with pytest.raises(realnodes.RealNodeError, match="longer than"):
+        realnodes.write_node_files(deep, NETWORK, tmp_path, 1, 2, Path("/ca"))
+    assert not deep.root.exists()
