@@ -89,6 +89,16 @@ def configure_logging(verbosity: int) -> None:
     logging.getLogger("urllib3").setLevel(logging.ERROR)
 
 
+def own_budget_groups(gang: GangScheduler | None) -> tuple[str, ...]:
+    """API groups that get a request budget of their own, as upstream's clientsets have:
+    kubeflow.org (MPIJobs) and the gang scheduler's group; Kubernetes' own groups share one."""
+    groups = [MPIJOBS.group]
+    if gang is not None:
+        groups.append(pod_group_resource(gang).group)
+        groups.extend(watched.group for watched in gang.watched_resources)
+    return tuple(dict.fromkeys(groups))
+
+
 def resources_for(gang: GangScheduler | None) -> dict[str, Resource]:
     """Where each resource a sync plan writes lives in the API."""
     resources = {r.plural: r for r in (SERVICES, CONFIGMAPS, SECRETS, PODS, JOBS, MPIJOBS)}
@@ -211,6 +221,9 @@ def run(options: Options) -> int:
             user_agent=USER_AGENT,
             qps=options.kube_api_qps,
             burst=options.kube_api_burst,
+            own_budget_groups=own_budget_groups(
+                select_gang_scheduler(options.gang_scheduling or None)
+            ),
         )
     except (ConfigException, OSError) as error:
         log.error("cannot load the cluster configuration: %s", error)

@@ -74,8 +74,15 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
         help="'volcano', or the scheduler name running the coscheduling plugin",
     )
     _flag(parser, "lock-namespace", default="mpi-operator", help="namespace of the leader Lease")
-    _flag(parser, "kube-api-qps", type=float, default=5.0, help="API requests per second")
-    _flag(parser, "kube-api-burst", type=int, default=10, help="API request burst")
+    _flag(
+        parser,
+        "kube-api-qps",
+        type=float,
+        default=5.0,
+        help="API requests per second, for each budget: Kubernetes' own groups, kubeflow.org, "
+        "the gang scheduler's group and leader election each have one (as upstream's clientsets)",
+    )
+    _flag(parser, "kube-api-burst", type=int, default=10, help="API request burst, per budget")
     _flag(
         parser,
         "controller-queue-rate-limit",

@@ -7,8 +7,9 @@ the auth header, ``rest_client.request`` performs the call on its urllib3 pool).
 keep are its typed models: they drop fields they do not know and cost several times the memory
 of the JSON. Bodies in and out are plain dicts (``json.loads`` of the response bytes).
 
-On top of the transport this module adds what client-go would: a client-side token bucket
-(``--kube-api-qps``/``--kube-api-burst``), user agents, impersonation, uniform :class:`ApiError`
+On top of the transport this module adds what client-go would: client-side token buckets
+(``--kube-api-qps``/``--kube-api-burst``; one per API group that would be a clientset of its own
+in Go, see :class:`Client`), user agents, impersonation, uniform :class:`ApiError`
 errors, paginated lists, streaming watches and a request counter by verb, resource and code.
 """
 
@@ -365,7 +366,9 @@ class _Transport(Protocol):
 
 
 class _Request(TypedDict, total=False):
-    """What a request sends besides its method and path."""
+    """What a request sends besides its method and path (and which subresource it is for)."""
+
+    subresource: str
 
     query: Sequence[tuple[str, str]] | None
     body: Object | builtins.list[Object] | None
@@ -377,6 +380,11 @@ class Client:
 
     ``qps <= 0`` disables client-side throttling (controller-runtime's default, relying on API
     Priority and Fairness); upstream mpi-operator uses 5 qps with a burst of 10.
+
+    A Go operator talks to each API group through a generated clientset with a token bucket of
+    its own (upstream: one for Kubernetes' own groups, one for kubeflow.org, one for the gang
+    scheduler's group). ``own_budget_groups`` names the groups that get such a bucket here, each
+    with the same ``qps`` and ``burst``; every other group shares the default bucket.
     """
 
     def __init__(
@@ -389,6 +397,7 @@ class Client:
         impersonate_user: str | None = None,
         impersonate_groups: Sequence[str] = (),
         request_timeout: float = 60.0,
+        own_budget_groups: Sequence[str] = (),
         clock: Clock = REAL_CLOCK,
     ) -> None:
         self.configuration = configuration
@@ -398,6 +407,9 @@ class Client:
         self.request_timeout = request_timeout
         self._clock = clock
         self._bucket = TokenBucket(qps, burst, clock)
+        self._group_buckets = {
+            group: TokenBucket(qps, burst, clock) for group in own_budget_groups if group
+        }
         self._api = k8s_client.ApiClient(configuration)
         self._api.user_agent = user_agent
         rest_request = cast(Callable[..., Any], self._api.rest_client.request)
@@ -454,6 +466,7 @@ class Client:
                 self.impersonate_groups if impersonate_groups is None else impersonate_groups
             ),
             request_timeout=self.request_timeout if request_timeout is None else request_timeout,
+            own_budget_groups=tuple(self._group_buckets),
             clock=self._clock,
         )
 
@@ -468,7 +481,7 @@ class Client:
 
     def get(self, resource: Resource, name: str, namespace: str | None = None) -> Object:
         path = resource.path(self._namespace(resource, namespace), name)
-        return self._json("GET", "get", resource.metric_label(), path)
+        return self._json("GET", "get", resource, path)
 
     def list(
         self,
@@ -536,7 +549,7 @@ class Client:
             query.append(("limit", str(limit)))
         if token:
             query.append(("continue", token))
-        return self._json("GET", "list", resource.metric_label(), path, query=query)
+        return self._json("GET", "list", resource, path, query=query)
 
     def create(
         self,
@@ -548,7 +561,7 @@ class Client:
     ) -> Object:
         path = resource.path(self._namespace(resource, namespace, obj))
         query = [("fieldManager", field_manager)] if field_manager else None
-        return self._json("POST", "create", resource.metric_label(), path, query=query, body=obj)
+        return self._json("POST", "create", resource, path, query=query, body=obj)
 
     def update(
         self,
@@ -564,7 +577,7 @@ class Client:
         path = resource.path(self._namespace(resource, namespace, obj), name_of(obj), subresource)
         query = [("fieldManager", field_manager)] if field_manager else None
         return self._json(
-            "PUT", "update", resource.metric_label(subresource), path, query=query, body=obj
+            "PUT", "update", resource, path, subresource=subresource, query=query, body=obj
         )
 
     def update_status(
@@ -601,8 +614,9 @@ class Client:
         return self._json(
             "PATCH",
             "patch",
-            resource.metric_label(subresource),
+            resource,
             path,
+            subresource=subresource,
             query=query,
             body=patch,
             content_type=_PATCH_CONTENT_TYPES[patch_type],
@@ -627,7 +641,7 @@ class Client:
             options["preconditions"] = dict(preconditions)
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
-        return self._json("DELETE", "delete", resource.metric_label(), path, body=options)
+        return self._json("DELETE", "delete", resource, path, body=options)
 
     def watch(
         self,
@@ -660,9 +674,7 @@ class Client:
         # that long, so the socket read timeout must exceed it.
         read_timeout = float(timeout_seconds) + 30.0 if timeout_seconds else None
         timeout = (10.0, read_timeout) if read_timeout else None
-        response = self._send(
-            "GET", "watch", resource.metric_label(), path, query=query, timeout=timeout
-        )
+        response = self._send("GET", "watch", resource, path, query=query, timeout=timeout)
         return WatchStream(response)
 
     def stream_lines(
@@ -682,8 +694,9 @@ class Client:
         response = self._send(
             "GET",
             "get",
-            resource.metric_label(subresource),
+            resource,
             path,
+            subresource=subresource,
             query=query,
             accept="text/plain, */*",
             timeout=(10.0, None),
@@ -702,12 +715,10 @@ class Client:
         return namespace
 
     def _json(
-        self, method: str, verb: str, resource_label: str, path: str, **request: Unpack[_Request]
+        self, method: str, verb: str, resource: Resource, path: str, **request: Unpack[_Request]
     ) -> Object:
         request.setdefault("content_type", "application/json")
-        response = self._send(
-            method, verb, resource_label, path, timeout=self.request_timeout, **request
-        )
+        response = self._send(method, verb, resource, path, timeout=self.request_timeout, **request)
         try:
             data = response.read()
         except (urllib3.exceptions.HTTPError, OSError) as error:
@@ -729,17 +740,19 @@ class Client:
         self,
         method: str,
         verb: str,
-        resource_label: str,
+        resource: Resource,
         path: str,
         *,
+        subresource: str = "",
         query: Sequence[tuple[str, str]] | None = None,
         body: Object | builtins.list[Object] | None = None,
         content_type: str | None = None,
         timeout: float | tuple[float, float | None] | None = None,
         accept: str = "application/json",
     ) -> _HTTPResponse:
-        """One request through the token bucket; raises ApiError unless the status is 2xx."""
-        self._bucket.wait()
+        """One request through its group's token bucket; raises ApiError unless 2xx."""
+        self._group_buckets.get(resource.group, self._bucket).wait()
+        resource_label = resource.metric_label(subresource)
         headers: dict[str, str] = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type

@@ -354,6 +354,29 @@ def test_client_side_throttling_uses_the_token_bucket(api: tuple[FakeApiServer, 
     slow.close()
 
 
+def test_a_group_with_a_budget_of_its_own_does_not_wait_for_the_others(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    clock = FakeClock(monotonic=0.0, auto_advance=True)
+    slow = Client(
+        client.configuration, qps=2, burst=1, own_budget_groups=["kubeflow.org"], clock=clock
+    )
+    for resource in (PODS, MPIJOBS, MPIJOBS, PODS):
+        server.replies.append(Reply(body={}))
+        slow.get(resource, "p", "ns")
+    # One token each at once; the second request of each group waits 0.5 s for its own.
+    assert clock.monotonic() == pytest.approx(0.5)
+    # A client made from it (leader election's) keeps the same split, with fresh buckets.
+    derived = slow.with_options(user_agent="other")
+    for resource in (PODS, MPIJOBS):
+        server.replies.append(Reply(body={}))
+        derived.get(resource, "p", "ns")
+    assert clock.monotonic() == pytest.approx(0.5)
+    slow.close()
+    derived.close()
+
+
 def event_line(kind: str, name: str, rv: str) -> bytes:
     obj = {"kind": "Pod", "metadata": {"name": name, "resourceVersion": rv}}
     return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
