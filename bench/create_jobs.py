@@ -2,6 +2,7 @@
 
     python bench/create_jobs.py [--jobs 500] [--workers 2] [--kube-api-qps 100]
         [--kube-api-burst 200] [--threadiness 4] [--kubeconfig PATH] [--out FILE]
+        [--cluster-name bench] [--operator-source DIR]
 
 Without ``--kubeconfig`` it brings up a local cluster named ``bench`` (default scheduler, enough
 kwok nodes for every pod) and stops it afterwards. It starts the operator as a process, creates
@@ -10,7 +11,9 @@ the jobs as fast as the API server takes them, and records, for each job, when i
 
 * jobs/s from the first submission to the last launcher Job;
 * p50/p99 latency from a job's submission to its launcher Job;
-* API write requests per job, by verb and resource, from the operator's own request counter;
+* API write requests per job once the operator is idle again, by verb and resource, from the
+  operator's own request counter,
+  and how many of them met a 409 (a conflict, or AlreadyExists);
 * the operator's peak resident memory (VmHWM).
 
 Results are compared with ``bench/thresholds.yaml``; a breach is printed and makes the exit code
@@ -48,6 +51,7 @@ THRESHOLDS = REPO / "bench" / "thresholds.yaml"
 NAMESPACE = "bench"
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 WRITE_VERBS = ("create", "update", "patch", "delete")
+CONFLICTS = ("409", "")
 
 
 def job_manifest(name: str, workers: int) -> dict[str, Any]:
@@ -81,10 +85,10 @@ def job_manifest(name: str, workers: int) -> dict[str, Any]:
     }
 
 
-def cluster_up(pods: int) -> str:
-    """A local cluster named bench with room for ``pods`` pods; returns its kubeconfig."""
+def cluster_up(name: str, pods: int) -> str:
+    """A local cluster with room for ``pods`` pods; returns its kubeconfig."""
     nodes = max(2, pods // 100 + 1)
-    info = localcluster.up(name="bench", nodes=nodes, node_cpu="64", node_memory="256Gi")
+    info = localcluster.up(name=name, nodes=nodes, node_cpu="64", node_memory="256Gi")
     return str(info.kubeconfig)
 
 
@@ -95,7 +99,7 @@ def install_crd(kubeconfig: str) -> None:
 
 
 def scrape(port: int) -> dict[tuple[str, str], float]:
-    """Write requests by (verb, resource) from the operator's counter."""
+    """Write requests by (verb, resource) from the operator's counter; 409s under ("409", "")."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
     writes: dict[tuple[str, str], float] = {}
@@ -109,7 +113,23 @@ def scrape(port: int) -> dict[tuple[str, str], float]:
         verb, resource = labels["verb"].strip('"'), labels["resource"].strip('"')
         if verb in WRITE_VERBS:
             writes[(verb, resource)] = writes.get((verb, resource), 0.0) + float(value)
+            if labels["code"].strip('"') == "409":
+                writes[CONFLICTS] = writes.get(CONFLICTS, 0.0) + float(value)
     return writes
+
+
+def settled(port: int, timeout: float, quiet: float = 5.0) -> dict[tuple[str, str], float]:
+    """The write counts once the operator has written nothing for ``quiet`` seconds (the
+    status updates, ConfigMap updates and events that follow the last launcher)."""
+    deadline = time.monotonic() + timeout
+    last = scrape(port)
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = scrape(port)
+        if now == last:
+            break
+        last = now
+    return last
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -149,8 +169,9 @@ def run(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
         "--health-port=0",
         "--bind-address=127.0.0.1",
     ]
+    source = args.operator_source or REPO
     with log_path.open("wb") as log:
-        operator = subprocess.Popen(operator_args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        operator = subprocess.Popen(operator_args, stdout=log, stderr=subprocess.STDOUT, cwd=source)
     try:
         return measure(args, api, operator, metrics_port)
     finally:
@@ -215,10 +236,10 @@ def measure(
     finished = [name for name in names if name in launched]
     if operator.poll() is not None:
         raise RuntimeError(f"the operator exited with {operator.returncode}")
-    time.sleep(3)  # the status writes that follow the last launcher
-    after = scrape(metrics_port)
+    after = settled(metrics_port, args.settle_timeout)
     latencies = [launched[name] - submitted[name] for name in finished]
     span = max(launched[name] for name in finished) - start if finished else float("nan")
+    conflicts = after.pop(CONFLICTS, 0) - before.pop(CONFLICTS, 0)
     writes = {
         f"{verb} {resource}": round((after.get(key, 0) - before.get(key, 0)) / len(names), 2)
         for key in sorted(set(after) | set(before))
@@ -234,7 +255,9 @@ def measure(
         "latency_p99_s": round(percentile(latencies, 0.99), 3),
         "writes_per_job": writes,
         "writes_per_job_total": round(sum(writes.values()), 2),
+        "conflicts_per_job": round(conflicts / len(names), 2),
         "peak_rss_mib": round(peak_rss_mib(operator.pid), 1),
+        "operator_source": str(args.operator_source or REPO),
         "operator_flags": {
             "threadiness": args.threadiness,
             "kube_api_qps": args.kube_api_qps,
@@ -269,14 +292,26 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--kubeconfig", help="use this cluster instead of a local one")
     parser.add_argument("--out", type=Path, help="also write the result as JSON here")
+    parser.add_argument("--cluster-name", default="bench", help="name of the local cluster")
+    parser.add_argument(
+        "--settle-timeout",
+        type=float,
+        default=120,
+        help="seconds to wait, after the last launcher, for the operator's writes to stop",
+    )
+    parser.add_argument(
+        "--operator-source",
+        type=Path,
+        help="run the operator from this source tree (e.g. an older commit) instead of this one",
+    )
     args = parser.parse_args()
     started_cluster = not args.kubeconfig
-    kubeconfig = args.kubeconfig or cluster_up(args.jobs * (args.workers + 1))
+    kubeconfig = args.kubeconfig or cluster_up(args.cluster_name, args.jobs * (args.workers + 1))
     try:
         result = run(args, kubeconfig)
     finally:
         if started_cluster:
-            localcluster.down("bench")
+            localcluster.down(args.cluster_name)
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
