@@ -7,8 +7,9 @@ workers, and no status write that claims more than was done.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 from mpi_operator.controller.plan import Action, Plan
@@ -37,6 +38,12 @@ class Writer(Protocol):
         ...
 
 
+MAX_CONCURRENT_WRITES: Final = 8
+"""At most this many writes of one sync are in flight at once."""
+
+Written = tuple[Action, dict[str, Any] | None]
+
+
 @dataclass(frozen=True)
 class Outcome:
     done: int
@@ -44,41 +51,93 @@ class Outcome:
     cache_behind: bool = False
     """The failed write met a 409 that only means the cache lags behind our own last write
     (an update's stale resourceVersion); not set for an object someone else owns."""
+    written: Sequence[Written] = field(default_factory=tuple)
+    """Each write that succeeded, as sent, with the object the server answered."""
 
     @property
     def failed(self) -> bool:
         return self.error is not None
 
 
-def execute(plan: Plan, writer: Writer, announce: Callable[[Event], None]) -> Outcome:
-    """Perform ``plan``; events are announced even when a write fails midway."""
+def execute(
+    plan: Plan,
+    writer: Writer,
+    announce: Callable[[Event], None],
+    pool: Executor | None = None,
+) -> Outcome:
+    """Perform ``plan``; events are announced even when a write fails midway.
+
+    Consecutive actions the plan marked with the same ``batch`` do not depend on each other
+    (worker pods, say): with a ``pool`` they are sent together, up to MAX_CONCURRENT_WRITES at
+    a time, and a failure stops the plan once that round of writes has answered.
+    """
     for event in plan.events:
         announce(event)
     versions: dict[tuple[str, str, str], str] = {}
-    for done, action in enumerate(plan.actions):
+    succeeded: list[Written] = []
+    done = 0
+    for batch in _rounds(plan.actions, pool is not None):
+        actions = [_with_latest_version(action, versions) for action in batch]
+        failed: tuple[Action, WriteError] | None = None
+        for action, result in zip(actions, _send_all(actions, writer, pool), strict=True):
+            if not isinstance(result, WriteError):
+                succeeded.append((action, result))
+                version = ((result or {}).get("metadata") or {}).get("resourceVersion")
+                if version:
+                    versions[_object_of(action)] = version
+            elif not (action.verb == "delete" and result.status == 404) and failed is None:
+                failed = (action, result)  # (a 404 on a delete: gone, the write's goal holds)
+        if failed is not None:
+            action, error = failed
+            message = _failure(action, error, announce)
+            return Outcome(done, message, error.status == 409 and not error.reason, succeeded)
+        done += len(actions)
+    return Outcome(len(plan.actions), plan.error, written=succeeded)
+
+
+def _rounds(actions: Sequence[Action], concurrent: bool) -> Iterator[list[Action]]:
+    """The actions in plan order, as rounds of writes that may be in flight together."""
+    current: list[Action] = []
+    for action in actions:
+        joins = (
+            concurrent
+            and current
+            and action.batch
+            and action.batch == current[-1].batch
+            and len(current) < MAX_CONCURRENT_WRITES
+        )
+        if current and not joins:
+            yield current
+            current = []
+        current.append(action)
+    if current:
+        yield current
+
+
+def _send_all(
+    actions: Sequence[Action], writer: Writer, pool: Executor | None
+) -> list[dict[str, Any] | WriteError | None]:
+    def send(action: Action) -> dict[str, Any] | WriteError | None:
         try:
-            written = writer.write(_with_latest_version(action, versions))
+            return writer.write(action)
         except WriteError as error:
-            if action.verb == "delete" and error.status == 404:
-                continue  # already gone: the goal of the write holds
-            log.warning("%s failed: %s", action.describe(), error)
-            if error.reason:
-                announce(Event(WARNING, error.reason, str(error)))
-            # AlreadyExists only means the cache lags behind our own earlier create: retry
-            # quietly instead of upstream's misleading "created failed" warning.
-            elif (
-                action.verb == "create"
-                and action.resource in ("pods", "jobs")
-                and error.status != 409
-            ):
-                role = "launcher" if action.resource == "jobs" else "worker"
-                announce(Event(WARNING, REASON_FAILED, f"{role} pod created failed: {error}"))
-            cache_behind = error.status == 409 and not error.reason
-            return Outcome(done, f"{action.describe()}: {error}", cache_behind)
-        version = ((written or {}).get("metadata") or {}).get("resourceVersion")
-        if version:
-            versions[_object_of(action)] = version
-    return Outcome(len(plan.actions), plan.error)
+            return error
+
+    if pool is None or len(actions) == 1:
+        return [send(action) for action in actions]
+    return list(pool.map(send, actions))
+
+
+def _failure(action: Action, error: WriteError, announce: Callable[[Event], None]) -> str:
+    log.warning("%s failed: %s", action.describe(), error)
+    if error.reason:
+        announce(Event(WARNING, error.reason, str(error)))
+    # AlreadyExists only means the cache lags behind our own earlier create: retry
+    # quietly instead of upstream's misleading "created failed" warning.
+    elif action.verb == "create" and action.resource in ("pods", "jobs") and error.status != 409:
+        role = "launcher" if action.resource == "jobs" else "worker"
+        announce(Event(WARNING, REASON_FAILED, f"{role} pod created failed: {error}"))
+    return f"{action.describe()}: {error}"
 
 
 def _object_of(action: Action) -> tuple[str, str, str]:
@@ -94,4 +153,4 @@ def _with_latest_version(action: Action, versions: dict[tuple[str, str, str], st
     if version is None or action.body is None or action.verb == "create":
         return action
     body = {**action.body, "metadata": {**action.body["metadata"], "resourceVersion": version}}
-    return Action(action.verb, action.resource, action.namespace, action.name, body)
+    return replace(action, body=body)

@@ -47,6 +47,11 @@ from mpi_operator.desired.workers import new_worker_pod
 
 Verb = Literal["create", "update", "update_status", "delete"]
 
+# Writes that do not depend on each other (see Action.batch). The Service, ConfigMap and
+# Secret are independent; each worker pod needs only the Secret and the PodGroup before it.
+SHARED_OBJECTS: Final = "shared objects"
+WORKER_PODS: Final = "worker pods"
+
 REASON_RESOURCE_EXISTS: Final = "ErrResourceExists"
 REASON_VALIDATION: Final = "ValidationError"
 REASON_RESTART_POLICY: Final = "SetPodTemplateRestartPolicy"
@@ -66,13 +71,17 @@ _KINDS: Final = {
 
 @dataclass(frozen=True)
 class Action:
-    """One API write. ``resource`` is the plural, with ``/status`` for the subresource."""
+    """One API write. ``resource`` is the plural, with ``/status`` for the subresource.
+
+    Consecutive actions of one non-empty ``batch`` do not depend on each other and may be
+    sent together; every other action waits for the ones before it."""
 
     verb: Verb
     resource: str
     namespace: str
     name: str
     body: dict[str, Any] | None = None
+    batch: str = ""
 
     def describe(self) -> str:
         return f"{self.verb} {self.resource} {self.namespace}/{self.name}"
@@ -232,7 +241,7 @@ class _Sync:
                 None,
             ):
                 continue
-            self._write("delete", "pods", pod["metadata"]["name"])
+            self._write("delete", "pods", pod["metadata"]["name"], batch=WORKER_PODS)
         if self.ctx.gang is not None:
             resource = self.ctx.gang.pod_group_resource.plural
             pod_group = self.view.get(resource, self.ns, names.pod_group_name(self.job))
@@ -248,7 +257,9 @@ class _Sync:
         desired = new_service(self.job)
         current = self.view.get("services", self.ns, names.service_name(self.job))
         if current is None:
-            self._write("create", "services", desired["metadata"]["name"], desired)
+            self._write(
+                "create", "services", desired["metadata"]["name"], desired, batch=SHARED_OBJECTS
+            )
             return True
         if not self._owned(current, "services"):
             return False
@@ -261,7 +272,9 @@ class _Sync:
             updated["spec"]["publishNotReadyAddresses"] = desired_spec.get(
                 "publishNotReadyAddresses", False
             )
-            self._write("update", "services", desired["metadata"]["name"], updated)
+            self._write(
+                "update", "services", desired["metadata"]["name"], updated, batch=SHARED_OBJECTS
+            )
         return True
 
     def _ensure_config_map(self) -> bool:
@@ -274,14 +287,14 @@ class _Sync:
         name = desired["metadata"]["name"]
         current = self.view.get("configmaps", self.ns, name)
         if current is None:
-            self._write("create", "configmaps", name, desired)
+            self._write("create", "configmaps", name, desired, batch=SHARED_OBJECTS)
             return True
         if not self._owned(current, "configmaps"):
             return False
         if (current.get("data") or {}) != desired["data"]:
             updated = copy.deepcopy(current)
             updated["data"] = desired["data"]
-            self._write("update", "configmaps", name, updated)
+            self._write("update", "configmaps", name, updated, batch=SHARED_OBJECTS)
         return True
 
     def _ensure_secret(self) -> bool:
@@ -295,11 +308,11 @@ class _Sync:
             return True
         desired = new_ssh_secret(self.job, self.ctx.new_key_pair())
         if current is None:
-            self._write("create", "secrets", name, desired)
+            self._write("create", "secrets", name, desired, batch=SHARED_OBJECTS)
         else:
             updated = copy.deepcopy(current)
             updated["data"] = desired["data"]
-            self._write("update", "secrets", name, updated)
+            self._write("update", "secrets", name, updated, batch=SHARED_OBJECTS)
         return True
 
     def _ensure_pod_group(self, gang: GangScheduler) -> bool:
@@ -365,13 +378,13 @@ class _Sync:
             if name not in wanted:
                 if not self._owned(pod, "pods"):
                     return None
-                self._write("delete", "pods", name)
+                self._write("delete", "pods", name, batch=WORKER_PODS)
         workers: list[dict[str, Any]] = []
         for index, name in enumerate(wanted):
             found = existing.get(name) or self.view.get("pods", self.ns, name)
             if found is None:
                 created = new_worker_pod(self.job, index, self.ctx.facts, self.ctx.gang)
-                self._write("create", "pods", name, created)
+                self._write("create", "pods", name, created, batch=WORKER_PODS)
                 workers.append(created)
                 continue
             if not self._owned(found, "pods"):
@@ -450,9 +463,14 @@ class _Sync:
         return False
 
     def _write(
-        self, verb: Verb, resource: str, name: str, body: dict[str, Any] | None = None
+        self,
+        verb: Verb,
+        resource: str,
+        name: str,
+        body: dict[str, Any] | None = None,
+        batch: str = "",
     ) -> None:
-        self.plan.actions.append(Action(verb, resource, self.ns, name, body))
+        self.plan.actions.append(Action(verb, resource, self.ns, name, body, batch))
 
     def _write_status(self) -> None:
         if self.status == self.original_status:

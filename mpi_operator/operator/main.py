@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Final
 
@@ -20,6 +21,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from gang import GangScheduler, select_gang_scheduler
 from mpi_operator import __version__
+from mpi_operator.controller.execute import MAX_CONCURRENT_WRITES
 from mpi_operator.operator.caches import (
     MPIJOBS,
     Caches,
@@ -55,6 +57,7 @@ log = logging.getLogger("mpi_operator")
 
 EVENT_COMPONENT: Final = "mpi-job-controller"
 USER_AGENT: Final = "mpi-operator"
+MAX_WRITE_THREADS: Final = 32
 EXIT_LOST_LEADERSHIP: Final = 1
 EXIT_NO_CRD: Final = 1
 EXIT_NO_CONFIG: Final = 1
@@ -150,12 +153,15 @@ class Operator:
             to_users = enqueue_gang_input_users(caches, self.gang, plural, queue.add)
             informer.add_event_handler(to_users, to_users, to_users)
         recorder = EventRecorder(ClientEventSink(client), EVENT_COMPONENT)
+        # Writes of one sync that do not depend on each other (worker pods) go out together.
+        pool = ThreadPoolExecutor(write_threads(options.threadiness), "writes")
         reconciler = MPIJobReconciler(
             caches,
             ApiWriter(client, resources_for(self.gang)),
             recorder,
             self.gang,
             options.cluster_domain,
+            pool=pool,
         )
         controller = Controller(
             CONTROLLER_NAME,
@@ -178,8 +184,20 @@ class Operator:
             self.ready.clear()
             for informer in caches.all:
                 informer.stop()
+            pool.shutdown(wait=True)
             recorder.flush(5.0)
             recorder.stop()
+
+
+def write_threads(threadiness: int) -> int:
+    """Threads sending the concurrent writes of all syncs together."""
+    return min(MAX_WRITE_THREADS, threadiness * MAX_CONCURRENT_WRITES)
+
+
+def connection_pool_size(threadiness: int) -> int:
+    """HTTP connections per client: every worker and write thread, plus the watches and the
+    event writer, each get one without opening and closing connections under load."""
+    return max(32, threadiness + write_threads(threadiness) + 16)
 
 
 def _enqueue_changed(queue: RateLimitingQueue, old: Object, new: Object) -> None:
@@ -221,6 +239,7 @@ def run(options: Options) -> int:
             user_agent=USER_AGENT,
             qps=options.kube_api_qps,
             burst=options.kube_api_burst,
+            pool_maxsize=connection_pool_size(options.threadiness),
             own_budget_groups=own_budget_groups(
                 select_gang_scheduler(options.gang_scheduling or None)
             ),

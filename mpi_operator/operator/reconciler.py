@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 from gang import GangScheduler
 from mpi_operator.controller.execute import Writer, execute
-from mpi_operator.controller.plan import Plan, SyncContext, plan_sync
+from mpi_operator.controller.plan import Action, Plan, SyncContext, plan_sync
 from mpi_operator.controller.status import Event
 from mpi_operator.operator import metrics
-from mpi_operator.operator.caches import Caches
+from mpi_operator.operator.caches import MPIJOBS, Caches
 from mpi_operator.runtime.controller import Result
 from mpi_operator.runtime.events import EventRecorder
-from mpi_operator.runtime.objects import Object
+from mpi_operator.runtime.expectations import Expectations, Written
+from mpi_operator.runtime.objects import Object, make_key
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,8 @@ class MPIJobReconciler:
         gang: GangScheduler | None,
         cluster_domain: str = "",
         now: Callable[[], str] = rfc3339_now,
+        expectations: Expectations | None = None,
+        pool: Executor | None = None,
     ) -> None:
         self._caches = caches
         self._view = caches.view()
@@ -47,20 +51,30 @@ class MPIJobReconciler:
         self._gang = gang
         self._cluster_domain = cluster_domain
         self._now = now
+        self._expectations = expectations or Expectations()
+        self._pool = pool
 
     def __call__(self, key: str) -> Result | None:
         obj = self._caches.mpijobs.store.get(key)
         if obj is None:
             # Children carry owner references; the garbage collector removes them.
             log.debug("mpijob %s is gone", key)
+            self._expectations.forget(key)
             return None
+        wait = self._expectations.wait_left(key, self._cached)
+        if wait is not None:
+            # Our last writes are not in the caches yet: a plan now would repeat them or
+            # write status over a version we replaced. Their cache events enqueue the key.
+            log.debug("caches behind our last writes; sync skipped")
+            return Result(requeue_after=wait)
         facts = self._caches.facts(self._cluster_domain)
         plan = plan_sync(obj, self._view, SyncContext(facts, self._gang, self._now()))
 
         def announce(event: Event) -> None:
             self._recorder.event(obj, event.type, event.reason, event.message)
 
-        outcome = execute(plan, self._writer, announce)
+        outcome = execute(plan, self._writer, announce, self._pool)
+        self._expectations.expect(key, self._awaited(outcome.written))
         if outcome.done == len(plan.actions):
             self._count(obj, plan)
         if outcome.cache_behind:
@@ -74,6 +88,27 @@ class MPIJobReconciler:
             raise SyncError(outcome.error)
         return None
 
+    def _cached(self, resource: str, namespace: str, name: str) -> Object | None:
+        if resource == MPIJOBS.plural:
+            return self._caches.mpijobs.store.get(make_key(namespace, name))
+        return self._view.get(resource, namespace, name)
+
+    def _awaited(
+        self, written: Sequence[tuple[Action, dict[str, Any] | None]]
+    ) -> Iterator[Written]:
+        """The writes whose effect the caches will show: creates and changing updates of
+        cached kinds (a delete planned from a stale cache only meets a harmless 404)."""
+        for action, answer in written:
+            resource = action.resource.partition("/")[0]
+            if resource != MPIJOBS.plural and resource not in self._caches.children:
+                continue
+            if action.verb == "create":
+                yield Written(resource, action.namespace, action.name)
+            elif action.verb in ("update", "update_status"):
+                replaced = _version(action.body)
+                if replaced and _version(answer) != replaced:
+                    yield Written(resource, action.namespace, action.name, replaced)
+
     def _count(self, obj: Object, plan: Plan) -> None:
         """Upstream's counters, moved only once the status write that records them landed."""
         if plan.created:
@@ -85,3 +120,7 @@ class MPIJobReconciler:
         if plan.launcher_name:
             namespace = obj["metadata"].get("namespace", "")
             metrics.JOB_INFO.labels(plan.launcher_name, namespace).set(1)
+
+
+def _version(obj: dict[str, Any] | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")

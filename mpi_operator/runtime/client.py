@@ -435,10 +435,14 @@ class Client:
         *,
         context: str | None = None,
         master: str | None = None,
+        pool_maxsize: int = 32,
         **kwargs: Any,
     ) -> Client:
         """Build from a kubeconfig path, ``$KUBECONFIG`` or the in-cluster service account."""
-        return cls(load_configuration(kubeconfig, context=context, master=master), **kwargs)
+        configuration = load_configuration(
+            kubeconfig, context=context, master=master, pool_maxsize=pool_maxsize
+        )
+        return cls(configuration, **kwargs)
 
     def with_options(
         self,

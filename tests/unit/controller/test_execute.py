@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from mpi_operator.controller.execute import WriteError, execute
-from mpi_operator.controller.plan import Action, Plan
+from mpi_operator.controller.execute import MAX_CONCURRENT_WRITES, WriteError, _rounds, execute
+from mpi_operator.controller.plan import WORKER_PODS, Action, Plan
 from mpi_operator.controller.status import Event
 
 
@@ -98,3 +101,52 @@ def test_events_are_announced_even_when_a_write_fails(error: str | None) -> None
     failures = {"create services ns/s": WriteError(500, error)} if error else {}
     events, _, _ = run(plan, RecordingWriter(failures))
     assert events[0] == Event("Normal", "R", "m")
+
+
+class InFlightWriter(RecordingWriter):
+    """Holds each worker pod create until ``together`` of them are in flight at once."""
+
+    def __init__(self, together: int, failures: dict[str, WriteError] | None = None) -> None:
+        super().__init__(failures)
+        self.barrier = threading.Barrier(together, timeout=30)
+        self.lock = threading.Lock()
+
+    def write(self, action: Action) -> dict[str, Any] | None:
+        if action.resource == "pods":
+            self.barrier.wait()  # raises BrokenBarrierError if the creates come one by one
+        with self.lock:
+            return super().write(action)
+
+
+def workers_and_launcher(count: int) -> Plan:
+    pods = [replace(action("create", "pods", f"w{i}"), batch=WORKER_PODS) for i in range(count)]
+    return Plan([*pods, action("create", "jobs", "launcher")])
+
+
+def test_worker_pods_go_out_together_and_the_launcher_after_them() -> None:
+    writer = InFlightWriter(together=3)
+    with ThreadPoolExecutor(8) as pool:
+        outcome = execute(workers_and_launcher(3), writer, lambda event: None, pool)
+    assert outcome.error is None and outcome.done == 4
+    assert [a.name for a in writer.seen][-1] == "launcher"
+    assert sorted(a.name for a, _ in outcome.written) == ["launcher", "w0", "w1", "w2"]
+
+
+def test_a_failed_worker_create_in_a_round_stops_the_plan_before_the_launcher() -> None:
+    failure = {"create pods ns/w1": WriteError(500, "quota")}
+    writer = InFlightWriter(together=3, failures=failure)
+    events: list[Event] = []
+    with ThreadPoolExecutor(8) as pool:
+        outcome = execute(workers_and_launcher(3), writer, events.append, pool)
+    assert outcome.error is not None and "quota" in outcome.error
+    assert "launcher" not in [a.name for a in writer.seen]
+    assert sorted(a.name for a, _ in outcome.written) == ["w0", "w2"]
+    assert [e.message for e in events] == ["worker pod created failed: quota"]
+
+
+def test_rounds_hold_at_most_the_concurrency_bound_and_never_mix_batches() -> None:
+    shared = [replace(action("create", "secrets", "s"), batch="shared objects")]
+    plan = Plan([*shared, *workers_and_launcher(MAX_CONCURRENT_WRITES + 2).actions])
+    sizes = [len(batch) for batch in _rounds(plan.actions, concurrent=True)]
+    assert sizes == [1, MAX_CONCURRENT_WRITES, 2, 1]
+    assert {len(batch) for batch in _rounds(plan.actions, concurrent=False)} == {1}

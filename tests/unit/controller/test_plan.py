@@ -536,3 +536,19 @@ def test_a_placed_gang_is_not_reported_blocked_when_its_queue_closes_later() -> 
     pod_group_with_status(view, {"phase": "Running"})
     plan = plan_sync(obj, view, context("volcano", now=LATER))
     assert gang_condition(plan) == ("True", "PodGroupRunning")
+
+
+def test_independent_writes_of_a_fresh_job_are_marked_to_go_out_together() -> None:
+    obj = MPIJobWrapper().workers(3).obj()
+    plan = plan_sync(obj, cluster_view(), context("volcano"))
+    assert [(a.resource, a.batch) for a in plan.actions] == [
+        ("services", "shared objects"),
+        ("configmaps", "shared objects"),
+        ("secrets", "shared objects"),
+        ("podgroups", ""),
+        ("pods", "worker pods"),
+        ("pods", "worker pods"),
+        ("pods", "worker pods"),
+        ("jobs", ""),
+        ("mpijobs/status", ""),
+    ]

@@ -87,3 +87,46 @@ def test_someone_elses_object_is_one_error_event_and_one_backoff_however_it_is_f
     assert ("Warning", "ErrResourceExists", SQUATTER_MESSAGE) in events
     assert results == {"error": 1.0, "requeue": 0.0, "success": 0.0}
     assert requeues == 1
+
+
+class CountingWriter:
+    """Accepts every write and answers with a new resourceVersion, as the API server does."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+        self.answers: list[tuple[str, dict[str, Any]]] = []
+
+    def write(self, action: Action) -> dict[str, Any] | None:
+        self.writes.append(f"{action.verb} {action.resource} {action.name}")
+        body = dict(action.body or {})
+        body["metadata"] = {**body.get("metadata", {}), "resourceVersion": str(len(self.writes))}
+        self.answers.append((action.resource, body))
+        return body
+
+
+def test_a_sync_before_the_caches_show_our_last_writes_writes_nothing() -> None:
+    caches = build_caches(offline_client(), None, None)
+    job = MPIJobWrapper("pi").workers(1).obj()
+    job["metadata"]["resourceVersion"] = "100"
+    caches.mpijobs.store.upsert(job)
+    writer, recorder = CountingWriter(), Recorder()
+    reconciler = MPIJobReconciler(caches, writer, recorder, None)  # type: ignore[arg-type]
+    assert reconciler("ns/pi") is None
+    first = list(writer.writes)
+    recorder.events.clear()
+    assert first[-1] == "update_status mpijobs/status pi"
+    # Child events arrive before the job's own: planning now would repeat every create.
+    result = reconciler("ns/pi")
+    assert result is not None and result.requeue_after is not None
+    assert writer.writes == first
+    *children, (_, status) = writer.answers
+    for resource, child in children:
+        caches.children[resource].store.upsert(child)
+    result = reconciler("ns/pi")  # the job itself still shows the status it had
+    assert result is not None and result.requeue_after is not None
+    # Once the caches show everything, the job syncs again, with nothing left to write.
+    version = status["metadata"]["resourceVersion"]
+    metadata = {**job["metadata"], "resourceVersion": version}
+    caches.mpijobs.store.upsert({**job, "metadata": metadata, "status": status["status"]})
+    assert reconciler("ns/pi") is None
+    assert writer.writes == first and recorder.events == []
