@@ -58,6 +58,8 @@ log = logging.getLogger("mpi_operator")
 EVENT_COMPONENT: Final = "mpi-job-controller"
 USER_AGENT: Final = "mpi-operator"
 MAX_WRITE_THREADS: Final = 32
+CHILD_EVENT_DELAY: Final = 1.0
+"""Seconds a child's change waits before its job syncs, so a burst of changes is one sync."""
 EXIT_LOST_LEADERSHIP: Final = 1
 EXIT_NO_CRD: Final = 1
 EXIT_NO_CONFIG: Final = 1
@@ -136,7 +138,11 @@ class Operator:
             on_update=lambda old, new: _enqueue_changed(queue, old, new),
             on_delete=lambda obj: queue.add(object_key(obj)),
         )
-        to_owner = enqueue_owner(caches, queue.add)
+        # A job's children change in bursts (each worker turning Running, its launcher pod
+        # after them): one sync after the burst writes the status and the ConfigMap once.
+        to_owner = enqueue_owner(
+            caches, lambda key: queue.add_after(key, CHILD_EVENT_DELAY, retry=False)
+        )
 
         def owners_of_both(old: Object, new: Object) -> None:
             # A changed owner reference moves a child: both jobs need a look.

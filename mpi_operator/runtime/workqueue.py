@@ -201,11 +201,15 @@ class RateLimitingQueue:
 
     # -- delays --------------------------------------------------------------------------------
 
-    def add_after(self, key: str, delay: float) -> None:
-        """Add ``key`` once ``delay`` seconds have passed (keeping an earlier pending deadline)."""
+    def add_after(self, key: str, delay: float, *, retry: bool = True) -> None:
+        """Add ``key`` once ``delay`` seconds have passed (keeping an earlier pending deadline).
+
+        ``retry=False``: a first delivery held back on purpose (to merge a burst of events),
+        not counted in ``workqueue_retries_total``."""
         if self.shutting_down:
             return
-        self._retries.inc()
+        if retry:
+            self._retries.inc()
         if delay <= 0:
             self.add(key)
             return

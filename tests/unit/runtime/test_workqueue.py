@@ -187,6 +187,22 @@ def test_add_after_keeps_the_earlier_deadline() -> None:
     q.shut_down()
 
 
+def test_a_held_back_first_delivery_merges_a_burst_and_is_no_retry() -> None:
+    clock = FakeClock()
+    q = new_queue(clock)
+    for _ in range(3):  # three child events of one job within the delay
+        q.add_after("a", 1.0, retry=False)
+        clock.advance(0.25)
+    assert q.get(0) is None
+    clock.advance(0.25)
+    q.release_due()
+    assert q.get(0) == "a"
+    q.done("a")
+    assert q.get(0) is None and q.pending_delayed() == 0
+    assert metric("workqueue_retries_total", q) == 0
+    q.shut_down()
+
+
 def test_rate_limited_requeues_back_off_until_forgotten() -> None:
     clock = FakeClock()
     q = new_queue(clock)
