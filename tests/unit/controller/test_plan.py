@@ -77,6 +77,7 @@ def converge(
         plan = plan_sync(obj, view, ctx)
         if not plan.actions:
             return obj
+        assert writes(plan).count(f"update_status mpijobs/status {obj['metadata']['name']}") <= 1
         view.apply(plan.actions)
         for action in plan.actions:
             if action.resource == "mpijobs/status" and action.body:
@@ -552,3 +553,47 @@ def test_independent_writes_of_a_fresh_job_are_marked_to_go_out_together() -> No
         ("jobs", ""),
         ("mpijobs/status", ""),
     ]
+
+
+def test_a_job_from_submission_to_running_costs_two_syncs_of_writes() -> None:
+    """The common path, sync by sync: every write and event a running job costs."""
+    obj = MPIJobWrapper().workers(2).obj()
+    view = cluster_view()
+    first = plan_sync(obj, view, context())
+    assert writes(first) == [
+        *CREATE_SHARED_OBJECTS,
+        *worker_writes("create", 2),
+        "create jobs test-launcher",
+        "update_status mpijobs/status test",
+    ]
+    assert reasons(first) == ["MPIJobCreated"]
+    view.apply(first.actions)
+    obj["status"] = status_of(first)
+    # The workers and the launcher's pod start (one sync sees them all).
+    launcher = view.get("jobs", "ns", "test-launcher")
+    assert launcher is not None
+    launcher["metadata"]["uid"] = "launcher-uid"
+    for i in range(2):
+        pod = view.get("pods", "ns", f"test-worker-{i}")
+        assert pod is not None
+        pod["status"] = {"phase": "Running"}
+    view.add(
+        {
+            "kind": "Pod",
+            "metadata": {
+                "name": "test-launcher-abcde",
+                "namespace": "ns",
+                "ownerReferences": [{"uid": "launcher-uid", "controller": True}],
+            },
+            "status": {"phase": "Running"},
+        }
+    )
+    second = plan_sync(obj, view, context(now=LATER))
+    # discover_hosts.sh now lists the running workers; the status says Running.
+    assert writes(second) == ["update configmaps test-config", "update_status mpijobs/status test"]
+    assert reasons(second) == ["MPIJobRunning"]
+    obj["status"] = status_of(second)
+    assert obj["status"]["replicaStatuses"] == {"Launcher": {"active": 1}, "Worker": {"active": 2}}
+    view.apply(second.actions)
+    third = plan_sync(obj, view, context(now=LATER))
+    assert third.actions == [] and third.events == []
