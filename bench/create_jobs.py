@@ -275,6 +275,10 @@ def check(result: dict[str, Any]) -> list[str]:
         breaches.append(
             f"writes per job {result['writes_per_job_total']} > {limits['max_writes_per_job']}"
         )
+    if result["conflicts_per_job"] > limits["max_conflicts_per_job"]:
+        breaches.append(
+            f"409s per job {result['conflicts_per_job']} > {limits['max_conflicts_per_job']}"
+        )
     if result["peak_rss_mib"] > limits["max_peak_rss_mib"]:
         breaches.append(f"peak RSS {result['peak_rss_mib']} MiB > {limits['max_peak_rss_mib']}")
     if result["jobs_per_second"] < limits["min_jobs_per_second"]:
