@@ -58,8 +58,10 @@ log = logging.getLogger("mpi_operator")
 EVENT_COMPONENT: Final = "mpi-job-controller"
 USER_AGENT: Final = "mpi-operator"
 MAX_WRITE_THREADS: Final = 32
-CHILD_EVENT_DELAY: Final = 1.0
-"""Seconds a child's change waits before its job syncs, so a burst of changes is one sync."""
+CHILD_EVENTS_QUIET: Final = 1.0
+CHILD_EVENTS_LONGEST: Final = 5.0
+"""A child's change syncs its job once the job's children have been quiet for a second, at
+most five seconds after the first change: a stream of pods starting is one sync."""
 EXIT_LOST_LEADERSHIP: Final = 1
 EXIT_NO_CRD: Final = 1
 EXIT_NO_CONFIG: Final = 1
@@ -141,7 +143,8 @@ class Operator:
         # A job's children change in bursts (each worker turning Running, its launcher pod
         # after them): one sync after the burst writes the status and the ConfigMap once.
         to_owner = enqueue_owner(
-            caches, lambda key: queue.add_after(key, CHILD_EVENT_DELAY, retry=False)
+            caches,
+            lambda key: queue.add_when_quiet(key, CHILD_EVENTS_QUIET, CHILD_EVENTS_LONGEST),
         )
 
         def owners_of_both(old: Object, new: Object) -> None:

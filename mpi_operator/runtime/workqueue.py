@@ -91,6 +91,8 @@ class RateLimitingQueue:
         self._delay_lock = threading.Lock()
         self._heap: list[tuple[float, int, str]] = []
         self._waiting: dict[str, tuple[float, int]] = {}
+        # Keys whose pending deadline add_when_quiet set: when its first such call came.
+        self._quiet_since: dict[str, float] = {}
         self._seq = itertools.count()
         self._wake = threading.Event()
         self._delay_thread: threading.Thread | None = None
@@ -201,15 +203,11 @@ class RateLimitingQueue:
 
     # -- delays --------------------------------------------------------------------------------
 
-    def add_after(self, key: str, delay: float, *, retry: bool = True) -> None:
-        """Add ``key`` once ``delay`` seconds have passed (keeping an earlier pending deadline).
-
-        ``retry=False``: a first delivery held back on purpose (to merge a burst of events),
-        not counted in ``workqueue_retries_total``."""
+    def add_after(self, key: str, delay: float) -> None:
+        """Add ``key`` once ``delay`` seconds have passed (keeping an earlier pending deadline)."""
         if self.shutting_down:
             return
-        if retry:
-            self._retries.inc()
+        self._retries.inc()
         if delay <= 0:
             self.add(key)
             return
@@ -218,16 +216,36 @@ class RateLimitingQueue:
             pending = self._waiting.get(key)
             if pending is not None and pending[0] <= ready_at:
                 return
-            seq = next(self._seq)
-            self._waiting[key] = (ready_at, seq)
-            heapq.heappush(self._heap, (ready_at, seq, key))
-            if self._delay_thread is None:
-                # Started on first use: most tests and some queues never delay anything.
-                self._delay_thread = threading.Thread(
-                    target=self._delay_loop, name=f"workqueue-{self.name}-delay", daemon=True
-                )
-                self._delay_thread.start()
+            self._quiet_since.pop(key, None)
+            self._schedule(key, ready_at)
         self._wake.set()
+
+    def add_when_quiet(self, key: str, quiet: float, longest: float) -> None:
+        """Add ``key`` once ``quiet`` seconds pass without another such call for it, and at
+        most ``longest`` seconds after the first one: a stream of one key's events becomes one
+        delivery. Not a retry; an earlier deadline set by :meth:`add_after` is kept."""
+        if self.shutting_down:
+            return
+        with self._delay_lock:
+            now = self._clock.monotonic()
+            pending = self._waiting.get(key)
+            if pending is not None and key not in self._quiet_since:
+                return  # a retry is already due, sooner or later; it will see these events
+            first = self._quiet_since.setdefault(key, now)
+            self._schedule(key, min(now + quiet, first + longest))
+        self._wake.set()
+
+    def _schedule(self, key: str, ready_at: float) -> None:
+        """(Holding the delay lock.) ``key``'s one pending deadline becomes ``ready_at``."""
+        seq = next(self._seq)
+        self._waiting[key] = (ready_at, seq)
+        heapq.heappush(self._heap, (ready_at, seq, key))
+        if self._delay_thread is None:
+            # Started on first use: most tests and some queues never delay anything.
+            self._delay_thread = threading.Thread(
+                target=self._delay_loop, name=f"workqueue-{self.name}-delay", daemon=True
+            )
+            self._delay_thread.start()
 
     def pending_delayed(self) -> int:
         """Keys waiting for their delay to pass."""
@@ -248,6 +266,7 @@ class RateLimitingQueue:
                 ready_at, seq, key = heapq.heappop(self._heap)
                 if self._waiting.get(key) == (ready_at, seq):
                     del self._waiting[key]
+                    self._quiet_since.pop(key, None)
                     ready.append(key)
             if self._heap:
                 next_due = self._heap[0][0]

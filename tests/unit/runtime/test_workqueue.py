@@ -187,19 +187,46 @@ def test_add_after_keeps_the_earlier_deadline() -> None:
     q.shut_down()
 
 
-def test_a_held_back_first_delivery_merges_a_burst_and_is_no_retry() -> None:
+def test_a_stream_of_events_of_one_key_is_one_delivery_once_quiet() -> None:
     clock = FakeClock()
     q = new_queue(clock)
-    for _ in range(3):  # three child events of one job within the delay
-        q.add_after("a", 1.0, retry=False)
-        clock.advance(0.25)
-    assert q.get(0) is None
-    clock.advance(0.25)
+    for _ in range(3):  # three child events of one job, each within the quiet time
+        q.add_when_quiet("a", 1.0, 5.0)
+        clock.advance(0.75)
+        q.release_due()
+        assert q.get(0) is None
+    clock.advance(0.25)  # a second after the last one
     q.release_due()
     assert q.get(0) == "a"
     q.done("a")
     assert q.get(0) is None and q.pending_delayed() == 0
     assert metric("workqueue_retries_total", q) == 0
+    q.shut_down()
+
+
+def test_a_stream_that_never_goes_quiet_is_delivered_after_the_longest_wait() -> None:
+    clock = FakeClock()
+    q = new_queue(clock)
+    for _ in range(10):
+        q.add_when_quiet("a", 1.0, 5.0)
+        clock.advance(0.5)
+        q.release_due()
+        if q.get(0) == "a":
+            break
+    assert clock.monotonic() == 1005.0  # FakeClock starts at 1000
+    q.done("a")
+    q.shut_down()
+
+
+def test_an_earlier_retry_is_not_pushed_back_by_events() -> None:
+    clock = FakeClock()
+    q = new_queue(clock)
+    q.add_after("a", 0.5)
+    q.add_when_quiet("a", 1.0, 5.0)
+    clock.advance(0.5)
+    q.release_due()
+    assert q.get(0) == "a"
+    q.done("a")
     q.shut_down()
 
 
