@@ -20,10 +20,11 @@ import yaml
 
 from gang import select_gang_scheduler
 from mpi_operator import __version__
-from mpi_operator.api.errors import InvalidMPIJobError
+from mpi_operator.api.errors import InvalidMPIJobError, one_line
 from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.objects import desired_objects
+from mpi_operator.manifest import ManifestError, read_documents
 from mpi_operator.operator.options import OptionsError, add_operator_flags, options_from
 
 PROG: Final = "mpi-operator"
@@ -55,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return _operator(args)
     except UsageError as error:
-        print(error, file=sys.stderr)
+        print(one_line(str(error)), file=sys.stderr)
         return USAGE_ERROR
     except SystemExit as done:  # --help and --version
         return done.code if isinstance(done.code, int) else 0
@@ -187,21 +188,11 @@ def _read(filename: str, source: str) -> str:
         raise UsageError(f"{PROG} render: cannot read {source}: not UTF-8 text") from None
 
 
-class _ManifestLoader(yaml.SafeLoader):
-    """YAML read as kubectl reads it: an unquoted date stays the string it looks like."""
-
-
-_ManifestLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def _only_document(text: str, source: str) -> Any:
     try:
-        documents = [doc for doc in yaml.load_all(text, Loader=_ManifestLoader) if doc is not None]
-    except yaml.YAMLError as error:
-        raise UsageError(f"{PROG} render: {source}: {_yaml_problem(error)}") from None
+        documents = read_documents(text)
+    except ManifestError as error:
+        raise UsageError(f"{PROG} render: {source}: {error}") from None
     if not documents:
         raise UsageError(f"{PROG} render: {source}: no MPIJob in the input")
     if len(documents) > 1:
@@ -211,18 +202,11 @@ def _only_document(text: str, source: str) -> Any:
     return documents[0]
 
 
-def _yaml_problem(error: yaml.YAMLError) -> str:
-    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
-        mark = error.problem_mark
-        return f"not valid YAML: {error.problem} (line {mark.line + 1}, column {mark.column + 1})"
-    return "not valid YAML: " + " ".join(str(error).split())
-
-
 def _in_default_namespace(document: Any) -> Any:
     """The job as the API server would store it when created without a namespace."""
     if isinstance(document, dict):
         metadata = document.get("metadata")
-        if isinstance(metadata, dict) and not metadata.get("namespace"):
+        if isinstance(metadata, dict) and metadata.get("namespace") in (None, ""):
             return {**document, "metadata": {**metadata, "namespace": "default"}}
     return document
 

@@ -13,8 +13,9 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.bounds import document_errors
 from mpi_operator.api.defaults import with_defaults
-from mpi_operator.api.errors import FieldError, InvalidMPIJobError, from_pydantic
+from mpi_operator.api.errors import FieldError, InvalidMPIJobError, from_pydantic, quoted
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
 from mpi_operator.quantity import InvalidQuantityError, Quantity
 
@@ -25,18 +26,19 @@ _DNS1035_MAX: Final = 63
 def parse_mpijob(obj: object) -> MPIJob:
     """Parse a kubeflow.org/v2beta1 MPIJob from its wire form; raises InvalidMPIJobError."""
     if not isinstance(obj, Mapping):
-        raise InvalidMPIJobError([FieldError("", "an MPIJob must be a YAML or JSON object")])
-    api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    if kind != c.KIND or api_version != c.API_VERSION:
         raise InvalidMPIJobError(
-            [
-                FieldError(
-                    "",
-                    f"expected apiVersion {c.API_VERSION} and kind {c.KIND}, "
-                    f"got apiVersion {api_version!r} and kind {kind!r}",
-                )
-            ]
+            [FieldError("", f"must be an MPIJob object, found {_kind_of(obj)}")]
         )
+    problems = document_errors(obj)
+    if problems:
+        raise InvalidMPIJobError(problems)
+    mismatched = [
+        FieldError(field, f"unsupported value {quoted(obj.get(field))}: must be {quoted(expected)}")
+        for field, expected in (("apiVersion", c.API_VERSION), ("kind", c.KIND))
+        if obj.get(field) != expected
+    ]
+    if mismatched:
+        raise InvalidMPIJobError(mismatched)
     try:
         return MPIJob.model_validate(dict(obj), by_alias=True)
     except ValidationError as error:
@@ -251,3 +253,16 @@ def _string_map(path: str, value: object) -> Iterator[FieldError]:
 
 def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _kind_of(value: object) -> str:
+    """What a non-object document is, in the user's terms."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null" if value is None else type(value).__name__
