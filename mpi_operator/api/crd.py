@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
+from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, integer_maximum
 
 Schema = dict[str, Any]
 
@@ -43,6 +43,7 @@ QUANTITY_PATTERN: Final = (
 _KEYWORDS: Final = {
     "enum": "enum",
     "minimum": "minimum",
+    "maximum": "maximum",
     "format": "format",
     "default": "default",
     "min_length": "minLength",
@@ -50,7 +51,7 @@ _KEYWORDS: Final = {
 }
 # x-crd keys that choose the shape of the node instead of annotating it.
 _SHAPES: Final = frozenset({"pod_template", "replica_specs", "resource_list", "opaque"})
-_OTHER_KEYS: Final = frozenset({"validations", "list_map_keys", "required"})
+_OTHER_KEYS: Final = frozenset({"validations", "list_map_keys", "required", "maximum_reason"})
 _KNOWN_KEYS: Final = frozenset(_KEYWORDS) | _SHAPES | _OTHER_KEYS
 
 _SCALARS: Final[dict[object, str]] = {bool: "boolean", int: "integer", str: "string"}
@@ -201,6 +202,9 @@ def _field_schema(field: FieldInfo, extra: dict[str, Any], where: str) -> Schema
     for key, keyword in _KEYWORDS.items():
         if key in extra:
             schema[keyword] = extra[key]
+    maximum = integer_maximum(extra)
+    if schema.get("type") == "integer" and maximum is not None:
+        schema["maximum"] = maximum
     if "list_map_keys" in extra:
         if schema.get("type") != "array":
             raise TypeError(f"{where}: list_map_keys needs a list field")

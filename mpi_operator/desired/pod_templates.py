@@ -16,7 +16,6 @@ from mpi_operator.api.meta import controller_reference
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
 from mpi_operator.desired import names
 
-SSH_AUTH_VOLUME: Final = "ssh-auth"
 SSH_PRIVATE_KEY: Final = "ssh-privatekey"
 SSH_PUBLIC_KEY: Final = "ssh-publickey"
 # sshd refuses keys readable by others, but only a root-owned ~/.ssh can be given 0600
@@ -102,11 +101,11 @@ def mount_ssh_auth(template: dict[str, Any], job: MPIJob) -> None:
     }
     if mount_path == c.DEFAULT_SSH_AUTH_MOUNT_PATH:
         secret["defaultMode"] = ROOT_SSH_KEY_MODE
-    append_to(template["spec"], "volumes", {"name": SSH_AUTH_VOLUME, "secret": secret})
+    append_to(template["spec"], "volumes", {"name": c.SSH_AUTH_VOLUME, "secret": secret})
     append_to(
         main_container(template),
         "volumeMounts",
-        {"name": SSH_AUTH_VOLUME, "mountPath": mount_path},
+        {"name": c.SSH_AUTH_VOLUME, "mountPath": mount_path},
     )
 
 
