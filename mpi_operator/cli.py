@@ -23,9 +23,14 @@ from mpi_operator import __version__
 from mpi_operator.api.errors import InvalidMPIJobError, one_line
 from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.desired.facts import ClusterFacts
-from mpi_operator.desired.objects import desired_objects
+from mpi_operator.desired.objects import iter_desired_objects, render_errors
 from mpi_operator.manifest import ManifestError, read_documents
-from mpi_operator.operator.options import OptionsError, add_operator_flags, options_from
+from mpi_operator.operator.options import (
+    OptionsError,
+    add_operator_flags,
+    options_from,
+    rendering_flag_problems,
+)
 
 PROG: Final = "mpi-operator"
 USAGE_ERROR: Final = 2
@@ -142,6 +147,9 @@ def _render_parser() -> _Parser:
 
 def _render(argv: list[str]) -> int:
     args = _render_parser().parse_args(argv)
+    flag_problems = list(rendering_flag_problems(args.gang_scheduling, args.cluster_domain))
+    if flag_problems:
+        raise UsageError(f"{PROG} render: " + "; ".join(flag_problems))
     facts = ClusterFacts(
         cluster_domain=args.cluster_domain,
         priority_classes=_priority_classes(args.priority_class),
@@ -151,12 +159,17 @@ def _render(argv: list[str]) -> int:
     document = _only_document(_read(args.filename, source), source)
     try:
         job = load_valid_mpijob(_in_default_namespace(document))
+        errors = render_errors(job, facts)
+        if errors:
+            raise InvalidMPIJobError(errors)
     except InvalidMPIJobError as invalid:
         for error in invalid.errors:
             print(error, file=sys.stderr)
         return USAGE_ERROR
-    # Everything is rendered before anything is written: an error leaves stdout empty.
-    sys.stdout.write(dump_objects(desired_objects(job, facts, gang)))
+    # A valid job always renders, so the objects are written as they are built: an error
+    # leaves stdout empty, and thousands of worker pods are never all in memory at once.
+    for obj in iter_desired_objects(job, facts, gang):
+        sys.stdout.write(dump_objects([obj]))
     return 0
 
 

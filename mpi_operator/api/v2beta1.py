@@ -32,11 +32,13 @@ ResourceList = dict[str, int | str]
 # server does not enforce `format` on custom resources, so the CRD states the maximum too.
 FORMAT_MAXIMUM: Final = {"int32": 2**31 - 1, "int64": 2**63 - 1}
 
-MAX_WORKERS: Final = 50_000
-"""The most workers a job may have. Above it even the shortest possible hostfile (one-letter
-job and namespace names, Intel MPI's ``host:slots`` lines) is larger than the 1 MiB a
-ConfigMap may hold, so the API server could never accept the job's ConfigMap: refusing the
-job up front is the only outcome that does not build tens of thousands of pods for nothing."""
+MAX_WORKERS: Final = 20_000
+"""The most workers a job may have. The job's ConfigMap holds the hostfile and, once every
+worker runs, discover_hosts.sh listing them all; from 20,204 workers on, even the shortest
+of these (one-letter job and namespace names, Intel MPI's ``host:slots`` lines) exceed the
+1 MiB the API server allows a ConfigMap. A job that large could never run, so it is refused
+up front rather than after building tens of thousands of pods; 20,000 is the round number
+below that point. Longer names reach the limit sooner, which ``desired`` checks."""
 
 
 def _schema(**extra: Any) -> dict[str, Any]:

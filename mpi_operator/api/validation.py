@@ -126,7 +126,7 @@ def _name_errors(job: MPIJob) -> Iterator[FieldError]:
     for problem in dns.dns1035_label(job.name):
         yield FieldError(
             "metadata.name",
-            f"invalid value {quoted(job.name)}: the job's Service takes this name, which {problem}",
+            f"invalid value {quoted(job.name)} for the name of the job's Service: {problem}",
         )
     # The last worker's pod name doubles as its DNS hostname, so it bounds the job name.
     last_worker = f"{job.name}-worker-{max(job.replicas(c.WORKER), 1) - 1}"

@@ -41,6 +41,7 @@ from mpi_operator.desired.launcher import (
     new_launcher_job,
     template_sets_restart_policy,
 )
+from mpi_operator.desired.objects import render_errors
 from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
@@ -127,7 +128,7 @@ def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -
         return plan
     if (raw.metadata or {}).get("deletionTimestamp"):
         return plan
-    errors = validate(raw)
+    errors = validate(raw) or render_errors(with_defaults(raw), ctx.facts)
     if errors:
         return _invalid(plan, errors)
     return _Sync(with_defaults(raw), view, ctx, plan).run()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Final
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
+from mpi_operator.api import dns
+from mpi_operator.api.errors import FieldError, quoted
+from mpi_operator.api.pod_template import searches_of
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired import names, pod_templates
 from mpi_operator.desired.facts import ClusterFacts
@@ -13,12 +17,40 @@ from mpi_operator.desired.facts import ClusterFacts
 DEFAULT_WORKER_COMMAND: Final = ("/usr/sbin/sshd", "-De")
 # Upstream always appends cluster.local; a cluster configured with another domain gets its own.
 DEFAULT_CLUSTER_DOMAIN: Final = "cluster.local"
+# The API server's limits on a pod's DNS search list.
+MAX_DNS_SEARCHES: Final = 32
+MAX_DNS_SEARCH_CHARACTERS: Final = 2048
 
 
 def dns_search_domain(job: MPIJob, facts: ClusterFacts) -> str:
     """The job's Service domain, so workers resolve the launcher by its short hostname."""
     domain = facts.cluster_domain or DEFAULT_CLUSTER_DOMAIN
     return f"{names.service_name(job)}.{job.namespace}.svc.{domain}"
+
+
+def worker_dns_errors(job: MPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
+    """Whether the search list, once the job's domain is appended, is one the API server takes."""
+    if job.replicas(c.WORKER) == 0:
+        return
+    path = f"spec.mpiReplicaSpecs[{c.WORKER}].template.spec.dnsConfig.searches"
+    ours = dns_search_domain(job, facts)
+    for problem in dns.dns1123_subdomain(ours):
+        yield FieldError(path, f"the operator adds the search domain {quoted(ours)}: {problem}")
+    template = pod_templates.replica_spec(job, c.WORKER).template or {}
+    pod_spec = template.get("spec")
+    searches = [*searches_of(pod_spec if isinstance(pod_spec, dict) else {}), ours]
+    if len(searches) > MAX_DNS_SEARCHES:
+        yield FieldError(
+            path,
+            f"must have at most {MAX_DNS_SEARCHES - 1} entries: the operator adds {quoted(ours)}",
+        )
+    characters = len(" ".join(searches))
+    if characters > MAX_DNS_SEARCH_CHARACTERS:
+        yield FieldError(
+            path,
+            f"must have at most {MAX_DNS_SEARCH_CHARACTERS} characters with the operator's "
+            f"{quoted(ours)}, found {characters}",
+        )
 
 
 def worker_replica_index(job: MPIJob, index: int) -> int:

@@ -110,6 +110,10 @@ class MPIJobWrapper:
         self._obj["metadata"]["uid"] = uid
         return self
 
+    def metadata_field(self, field: str, value: Any) -> Self:
+        self._obj["metadata"][field] = value
+        return self
+
     def annotation(self, key: str, value: str) -> Self:
         self._obj["metadata"].setdefault("annotations", {})[key] = value
         return self
