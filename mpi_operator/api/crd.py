@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from mpi_operator.api import constants as c
+from mpi_operator.api import dns
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, integer_maximum
 
 Schema = dict[str, Any]
@@ -38,6 +39,12 @@ QUANTITY_PATTERN: Final = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
+
+# The same, without a minus sign: amounts of resources Kubernetes forbids to be negative.
+NON_NEGATIVE_QUANTITY_PATTERN: Final = "^\\+?" + QUANTITY_PATTERN.removeprefix("^(\\+|-)?")
+DNS1123_LABEL_PATTERN: Final = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1035_LABEL_PATTERN: Final = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+WORKER_INFIX: Final = "-worker-"
 
 # x-crd keys copied onto the field's schema node under their OpenAPI names.
 _KEYWORDS: Final = {
@@ -155,7 +162,47 @@ def openapi_schema() -> Schema:
     """The structural OpenAPI v3 schema of an MPIJob."""
     schema = _model_schema(MPIJob, root=True)
     schema["description"] = _docstring(MPIJob)
+    schema["x-kubernetes-validations"] = _name_rules()
     return schema
+
+
+def _name_rules() -> list[Schema]:
+    """The job name's rules, which only the root can state (CEL sees metadata.name there).
+
+    The name becomes the Service's name, so it is a DNS-1035 label; and the last worker's pod
+    name, ``<name>-worker-<replicas-1>``, is a host name of at most 63 characters. Messages
+    match ``validation.py``; the second builds the same worker name.
+    """
+    worker = f'self.spec.mpiReplicaSpecs["{c.WORKER}"]'
+    has_workers = (
+        f'has(self.spec) && has(self.spec.mpiReplicaSpecs) && "{c.WORKER}" in '
+        f"self.spec.mpiReplicaSpecs && has({worker}.replicas) && {worker}.replicas > 1"
+    )
+    last_index = f'({has_workers} ? string({worker}.replicas - 1) : "0")'
+    last_worker = f'self.metadata.name + "{WORKER_INFIX}" + {last_index}'
+    return [
+        {
+            "rule": f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')",
+            "message": (
+                "must be a DNS-1035 label (lower case alphanumeric characters or '-', starting "
+                "with a letter and ending with an alphanumeric character): the job's Service "
+                "takes its name"
+            ),
+            "fieldPath": ".metadata.name",
+        },
+        {
+            "rule": f"size({last_worker}) <= {dns.DNS1123_LABEL_MAX}",
+            "message": (
+                f"too long: the worker pod names <name>{WORKER_INFIX}<index> must be no more "
+                f"than {dns.DNS1123_LABEL_MAX} characters"
+            ),
+            "messageExpression": (
+                f"'too long: worker pod name \"' + {last_worker} + '\" must be no more than "
+                f"{dns.DNS1123_LABEL_MAX} characters'"
+            ),
+            "fieldPath": ".metadata.name",
+        },
+    ]
 
 
 def render() -> str:
@@ -263,9 +310,11 @@ def _shape_schema(shape: str, annotation: object, where: str) -> Schema:
 
 
 def _quantity_schema() -> Schema:
+    """A resource amount, never negative (Kubernetes refuses negative requests and limits)."""
     return {
         "anyOf": [{"type": "integer"}, {"type": "string"}],
-        "pattern": QUANTITY_PATTERN,
+        "minimum": 0,
+        "pattern": NON_NEGATIVE_QUANTITY_PATTERN,
         "x-kubernetes-int-or-string": True,
     }
 
@@ -328,10 +377,12 @@ def _replica_rules(field: str) -> list[Schema]:
 
 
 def _pod_template_schema() -> Schema:
-    """A core/v1 PodTemplateSpec kept whole: only the path to the containers is declared.
+    """A core/v1 PodTemplateSpec kept whole: only what users most often get wrong is declared.
 
     Everything else is preserved unknown, so pod fields newer than this schema reach the
-    pods; the containers are declared because CEL cannot see undeclared fields.
+    pods. Declared: the containers (CEL cannot see undeclared fields) and, in every container
+    and init container, the name, the image and the resource amounts the API server checks
+    when the pods are created, so a job that would fail then is refused when submitted.
     """
     return {
         "type": "object",
@@ -348,12 +399,13 @@ def _pod_template_schema() -> Schema:
                             "the SSH keys and the MPI environment."
                         ),
                         "type": "array",
-                        "items": {
-                            "description": "A core/v1 Container.",
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        },
-                    }
+                        "items": _container_schema(),
+                    },
+                    "initContainers": {
+                        "description": "Init containers of the pods (core/v1 Containers).",
+                        "type": "array",
+                        "items": _container_schema(),
+                    },
                 },
             }
         },
@@ -366,6 +418,38 @@ def _pod_template_schema() -> Schema:
                 "fieldPath": ".spec.containers",
             }
         ],
+    }
+
+
+def _container_schema() -> Schema:
+    resource_list = {"type": "object", "additionalProperties": _quantity_schema()}
+    return {
+        "description": "A core/v1 Container.",
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "required": ["image", "name"],
+        "properties": {
+            "name": {
+                "description": "Name of the container: a DNS label, unique in the pod.",
+                "type": "string",
+                "maxLength": dns.DNS1123_LABEL_MAX,
+                "pattern": DNS1123_LABEL_PATTERN,
+            },
+            "image": {
+                "description": "Container image; the pods cannot start without one.",
+                "type": "string",
+                "minLength": 1,
+            },
+            "resources": {
+                "description": "Compute resources (core/v1 ResourceRequirements).",
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {
+                    "requests": {"description": "Minimum amounts required.", **resource_list},
+                    "limits": {"description": "Maximum amounts allowed.", **resource_list},
+                },
+            },
+        },
     }
 
 
