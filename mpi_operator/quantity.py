@@ -195,7 +195,19 @@ def sum_resources(
 
 
 def format_resources(resources: dict[str, Quantity]) -> dict[str, str]:
-    return {name: canonical(amount) for name, amount in sorted(resources.items())}
+    """Amounts as written into an object; a sum beyond the range is written as its bound.
+
+    Each amount is in range, but a gang's total over many pods may not be; Kubernetes caps
+    quantities at 2^63-1 and every scheduler reads them as 64-bit integers, so the cap is
+    what the sum means to them.
+    """
+    return {name: canonical(_capped(amount)) for name, amount in sorted(resources.items())}
+
+
+def _capped(amount: Quantity) -> Quantity:
+    if abs(amount.value) <= MAX_MAGNITUDE:
+        return amount
+    return Quantity(Decimal(MAX_MAGNITUDE).copy_sign(amount.value), amount.format)
 
 
 def resources_equal(left: dict[str, object] | None, right: dict[str, object] | None) -> bool:

@@ -45,6 +45,7 @@ NON_NEGATIVE_QUANTITY_PATTERN: Final = "^\\+?" + QUANTITY_PATTERN.removeprefix("
 DNS1123_LABEL_PATTERN: Final = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS1035_LABEL_PATTERN: Final = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 WORKER_INFIX: Final = "-worker-"
+NAME_FIELD: Final = "metadata.name"
 
 # x-crd keys copied onto the field's schema node under their OpenAPI names.
 _KEYWORDS: Final = {
@@ -171,36 +172,34 @@ def _name_rules() -> list[Schema]:
 
     The name becomes the Service's name, so it is a DNS-1035 label; and the last worker's pod
     name, ``<name>-worker-<replicas-1>``, is a host name of at most 63 characters. Messages
-    match ``validation.py``; the second builds the same worker name.
+    follow ``validation.py``. A rule's fieldPath may not point into metadata (the API server
+    owns its schema), so the messages name the field.
     """
     worker = f'self.spec.mpiReplicaSpecs["{c.WORKER}"]'
     has_workers = (
         f'has(self.spec) && has(self.spec.mpiReplicaSpecs) && "{c.WORKER}" in '
         f"self.spec.mpiReplicaSpecs && has({worker}.replicas) && {worker}.replicas > 1"
     )
+    # Sizes only, and a fixed message: building the worker's name, even in a
+    # messageExpression, costs as much as the longest string the API server could send, far
+    # over the CEL budget.
     last_index = f'({has_workers} ? string({worker}.replicas - 1) : "0")'
-    last_worker = f'self.metadata.name + "{WORKER_INFIX}" + {last_index}'
+    room = f"{dns.DNS1123_LABEL_MAX - len(WORKER_INFIX)} - size({last_index})"
     return [
         {
             "rule": f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')",
             "message": (
-                "must be a DNS-1035 label (lower case alphanumeric characters or '-', starting "
-                "with a letter and ending with an alphanumeric character): the job's Service "
-                "takes its name"
+                f"{NAME_FIELD}: must be a DNS-1035 label (lower case alphanumeric characters or "
+                "'-', starting with a letter and ending with an alphanumeric character): the "
+                "job's Service takes its name"
             ),
-            "fieldPath": ".metadata.name",
         },
         {
-            "rule": f"size({last_worker}) <= {dns.DNS1123_LABEL_MAX}",
+            "rule": f"size(self.metadata.name) <= {room}",
             "message": (
-                f"too long: the worker pod names <name>{WORKER_INFIX}<index> must be no more "
-                f"than {dns.DNS1123_LABEL_MAX} characters"
+                f"{NAME_FIELD}: too long: the last worker's pod name, <name>{WORKER_INFIX}"
+                f"<replicas - 1>, must be no more than {dns.DNS1123_LABEL_MAX} characters"
             ),
-            "messageExpression": (
-                f"'too long: worker pod name \"' + {last_worker} + '\" must be no more than "
-                f"{dns.DNS1123_LABEL_MAX} characters'"
-            ),
-            "fieldPath": ".metadata.name",
         },
     ]
 

@@ -470,8 +470,6 @@ def _program(rule: str) -> celpy.Runner:
 
 def _field_path(schema: Schema, base: str, field_path: str) -> str:
     """The API server's rendering of a rule's fieldPath below the node at ``base``."""
-    if not base and field_path == ".metadata.name":
-        return "metadata.name"  # the root's metadata is the API server's, not in the schema
     for name in field_path.lstrip(".").split("."):
         if "properties" in schema:
             schema = schema["properties"][name]
@@ -571,7 +569,8 @@ def _rule_errors(schema: Schema, value: Any, old: Any, path: str) -> Iterator[st
             message = rule["message"]
             if "messageExpression" in rule:
                 message = str(_program(rule["messageExpression"]).evaluate(activation))
-            yield f"{where}: {message}"
+            # The root's rules name their field in the message (see crd._name_rules).
+            yield f"{where}: {message}" if where else message
 
 
 def all_rules(schema: Schema, path: str = "") -> Iterator[tuple[str, Schema, dict[str, str]]]:
