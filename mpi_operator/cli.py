@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -158,7 +159,7 @@ def _render(argv: list[str]) -> int:
     source = "<stdin>" if args.filename == "-" else args.filename
     document = _only_document(_read(args.filename, source), source)
     try:
-        job = load_valid_mpijob(_in_default_namespace(document))
+        job = load_valid_mpijob(_as_stored(document))
         errors = render_errors(job, facts)
         if errors:
             raise InvalidMPIJobError(errors)
@@ -215,13 +216,27 @@ def _only_document(text: str, source: str) -> Any:
     return documents[0]
 
 
-def _in_default_namespace(document: Any) -> Any:
-    """The job as the API server would store it when created without a namespace."""
-    if isinstance(document, dict):
-        metadata = document.get("metadata")
-        if isinstance(metadata, dict) and metadata.get("namespace") in (None, ""):
-            return {**document, "metadata": {**metadata, "namespace": "default"}}
-    return document
+def _as_stored(document: Any) -> Any:
+    """The job as the API server would store it: in the default namespace when it names none,
+    and with a uid, which every child's ownerReference needs (the API server refuses an
+    empty one). A manifest has none, so it gets one derived from the namespace and name: the
+    same input always renders the same objects."""
+    if not isinstance(document, dict):
+        return document
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        return document
+    stored = dict(metadata)
+    if stored.get("namespace") in (None, ""):
+        stored["namespace"] = "default"
+    if stored.get("uid") in (None, ""):
+        identity = f"{stored.get('namespace')}/{stored.get('name')}"
+        stored["uid"] = str(uuid.uuid5(_RENDER_UID_NAMESPACE, identity))
+    return {**document, "metadata": stored}
+
+
+# Any fixed UUID works; this one is uuid5(NAMESPACE_URL, "kubeflow.org/mpijobs").
+_RENDER_UID_NAMESPACE: Final = uuid.uuid5(uuid.NAMESPACE_URL, "kubeflow.org/mpijobs")
 
 
 # -- output ----------------------------------------------------------------------------------

@@ -117,13 +117,16 @@ def _pod_spec_errors(
                 f"{path}.{field}[{index}]", container, names, volumes, operator_mounts
             )
     yield from _typed(f"{path}.hostNetwork", pod_spec.get("hostNetwork"), bool, "true or false")
-    for field in ("priorityClassName", "schedulerName"):
-        name = pod_spec.get(field)
-        if _typed_ok(name, str) and name:
-            for problem in dns.dns1123_subdomain(name):
-                yield FieldError(f"{path}.{field}", f"invalid value {quoted(name)}: {problem}")
-        else:
-            yield from _typed(f"{path}.{field}", name, str, "a string")
+    # The API server checks a priority class's name; a scheduler name may be any string.
+    priority_class = pod_spec.get("priorityClassName")
+    if _typed_ok(priority_class, str) and priority_class:
+        for problem in dns.dns1123_subdomain(priority_class):
+            yield FieldError(
+                f"{path}.priorityClassName", f"invalid value {quoted(priority_class)}: {problem}"
+            )
+    else:
+        yield from _typed(f"{path}.priorityClassName", priority_class, str, "a string")
+    yield from _typed(f"{path}.schedulerName", pod_spec.get("schedulerName"), str, "a string")
     yield from _dns_config_errors(f"{path}.dnsConfig", pod_spec.get("dnsConfig"))
     yield from resource_list_errors(f"{path}.overhead", pod_spec.get("overhead"))
     yield from _resources_errors(f"{path}.resources", pod_spec.get("resources"))

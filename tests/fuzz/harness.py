@@ -187,8 +187,12 @@ def _json_document(text: str) -> dict[str, Any] | None:
     if not isinstance(decoded, dict):
         return None
     metadata = decoded.get("metadata")
-    if isinstance(metadata, dict) and metadata.get("namespace") in (None, ""):
-        metadata["namespace"] = "default"
+    if isinstance(metadata, dict):
+        # What the API server fills in on every object it stores.
+        if metadata.get("namespace") in (None, ""):
+            metadata["namespace"] = "default"
+        if metadata.get("uid") in (None, ""):
+            metadata["uid"] = "0d9a7e2c-0000-4000-8000-000000000000"
     return decoded
 
 

@@ -88,6 +88,21 @@ def _metadata_problems(metadata: Mapping[str, Any], kind: Any) -> Iterator[str]:
         yield f"metadata.namespace {namespace!r}: not a DNS-1123 label"
     yield from _labels(metadata.get("labels"), "metadata.labels")
     yield from _annotations(metadata.get("annotations"), "metadata.annotations")
+    yield from _owner_problems(metadata.get("ownerReferences"))
+
+
+def _owner_problems(references: Any) -> Iterator[str]:
+    if references is None:
+        return
+    if not isinstance(references, list):
+        yield "metadata.ownerReferences: not a list"
+        return
+    for reference in references:
+        for field in ("apiVersion", "kind", "name", "uid"):
+            if not isinstance(reference, dict) or not reference.get(field):
+                yield f"metadata.ownerReferences: {field} empty"
+    if sum(1 for r in references if isinstance(r, dict) and r.get("controller")) > 1:
+        yield "metadata.ownerReferences: more than one controller"
 
 
 def _key_problem(key: Any) -> bool:
@@ -143,6 +158,7 @@ def _job_problems(spec: Mapping[str, Any]) -> Iterator[str]:
     ):
         yield f"spec.activeDeadlineSeconds {spec['activeDeadlineSeconds']!r}: out of range"
     template = spec.get("template") or {}
+    yield from _owner_problems((template.get("metadata") or {}).get("ownerReferences"))
     yield from _labels((template.get("metadata") or {}).get("labels"), "template labels")
     yield from _annotations(
         (template.get("metadata") or {}).get("annotations"), "template annotations"
@@ -182,11 +198,12 @@ def _pod_spec_problems(where: str, spec: Mapping[str, Any], kind: str) -> Iterat
     for field, pattern, limit in (
         ("hostname", LABEL, 63),
         ("subdomain", LABEL, 63),
-        ("schedulerName", SUBDOMAIN, 253),
         ("priorityClassName", SUBDOMAIN, 253),
     ):
         if field in spec and spec[field] != "" and _name_problem(spec[field], pattern, limit):
             yield f"{where}.{field} {spec[field]!r} invalid"
+    if "schedulerName" in spec and not isinstance(spec["schedulerName"], str):
+        yield f"{where}.schedulerName not a string"
     if "hostNetwork" in spec and not isinstance(spec["hostNetwork"], bool):
         yield f"{where}.hostNetwork not a boolean"
     yield from _dns_config_problems(where, spec.get("dnsConfig"))
