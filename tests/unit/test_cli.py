@@ -311,3 +311,15 @@ def test_the_installed_console_script() -> None:
     assert result.stdout.startswith("---\n")
     kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout)]
     assert kinds == ["Service", "ConfigMap", "Secret", "PodGroup", "Pod", "Pod", "Job"]
+
+
+def test_a_job_without_a_uid_gets_a_stable_one(capsys: pytest.CaptureFixture[str]) -> None:
+    # The API server refuses an ownerReference with an empty uid; a manifest has no uid.
+    def owner_uids() -> set[str]:
+        code, objects, _ = render(capsys, "-f", str(PI))
+        assert code == 0
+        return {ref["uid"] for obj in objects for ref in obj["metadata"]["ownerReferences"]}
+
+    first = owner_uids()
+    assert len(first) == 1 and "" not in first
+    assert owner_uids() == first
