@@ -348,8 +348,9 @@ class _Sync:
         replicas = self.job.replicas(c.WORKER)
         existing = {pod["metadata"]["name"]: pod for pod in self.view.worker_pods(self.job)}
         wanted = [names.worker_name(self.job, i) for i in range(replicas)]
+        wanted_names = set(wanted)  # up to MAX_WORKERS names: no quadratic scan
         for name, pod in sorted(existing.items()):
-            if name not in wanted:
+            if name not in wanted_names:
                 if not self._owned(pod, "pods"):
                     return None
                 self._write("delete", "pods", name)
