@@ -47,6 +47,11 @@ DNS1035_LABEL_PATTERN: Final = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 WORKER_INFIX: Final = "-worker-"
 NAME_FIELD: Final = "metadata.name"
 
+# The API server holds a schema's `maximum` as a float64: 2^63-1 becomes 2^63, which wraps to
+# -2^63 and refuses every value. int64 fields get no maximum (the API server's JSON decoder
+# already refuses integers beyond 64 bits); every bound up to 2^53 is exact.
+_EXACT_FLOAT: Final = 2**53
+
 # x-crd keys copied onto the field's schema node under their OpenAPI names.
 _KEYWORDS: Final = {
     "enum": "enum",
@@ -249,7 +254,7 @@ def _field_schema(field: FieldInfo, extra: dict[str, Any], where: str) -> Schema
         if key in extra:
             schema[keyword] = extra[key]
     maximum = integer_maximum(extra)
-    if schema.get("type") == "integer" and maximum is not None:
+    if schema.get("type") == "integer" and maximum is not None and maximum <= _EXACT_FLOAT:
         schema["maximum"] = maximum
     if "list_map_keys" in extra:
         if schema.get("type") != "array":

@@ -131,7 +131,8 @@ def test_good_jobs_are_admitted(crd_cluster: E2ECluster, namespace: str) -> None
         MPIJobWrapper("big").workers(MAX_WORKERS),
         MPIJobWrapper("gang")
         .workers(2, cpu="1", memory="1Gi")
-        .scheduling_policy(minAvailable=3, minResources={"cpu": "2", "memory": 0}),
+        .scheduling_policy(minAvailable=3, minResources={"cpu": "2", "memory": 0})
+        .run_policy(activeDeadlineSeconds=2**40),  # an int64 field: no float64 maximum
     ):
         created = create_mpijob(crd_cluster, namespace, job.obj())
         assert created["metadata"]["uid"]
