@@ -25,6 +25,10 @@ T = TypeVar("T")
 Checked = Generator[FieldError, None, T]
 """Yields the problems of a field, then returns what of it is usable by the later checks."""
 
+# The API server's limits on a pod's DNS search list.
+MAX_DNS_SEARCHES: Final = 32
+MAX_DNS_SEARCH_CHARACTERS: Final = 2048
+
 MAX_ANNOTATIONS_BYTES: Final = 256 * 1024
 """The API server's limit on the total size of an object's annotation keys and values."""
 
@@ -283,6 +287,15 @@ def _dns_config_errors(path: str, value: object) -> Iterator[FieldError]:
     if not isinstance(searches, list):
         yield FieldError(f"{path}.searches", "must be a list")
         return
+    if len(searches) > MAX_DNS_SEARCHES:
+        yield FieldError(f"{path}.searches", f"must have at most {MAX_DNS_SEARCHES} entries")
+    elif all(isinstance(s, str) for s in searches):
+        characters = len(" ".join(searches))
+        if characters > MAX_DNS_SEARCH_CHARACTERS:
+            yield FieldError(
+                f"{path}.searches",
+                f"must have at most {MAX_DNS_SEARCH_CHARACTERS} characters, found {characters}",
+            )
     for index, search in enumerate(searches):
         if not isinstance(search, str):
             yield FieldError(f"{path}.searches[{index}]", "must be a string")

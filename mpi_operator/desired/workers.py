@@ -9,7 +9,11 @@ from gang import GangScheduler
 from mpi_operator.api import constants as c
 from mpi_operator.api import dns
 from mpi_operator.api.errors import FieldError, quoted
-from mpi_operator.api.pod_template import searches_of
+from mpi_operator.api.pod_template import (
+    MAX_DNS_SEARCH_CHARACTERS,
+    MAX_DNS_SEARCHES,
+    searches_of,
+)
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired import names, pod_templates
 from mpi_operator.desired.facts import ClusterFacts
@@ -17,9 +21,6 @@ from mpi_operator.desired.facts import ClusterFacts
 DEFAULT_WORKER_COMMAND: Final = ("/usr/sbin/sshd", "-De")
 # Upstream always appends cluster.local; a cluster configured with another domain gets its own.
 DEFAULT_CLUSTER_DOMAIN: Final = "cluster.local"
-# The API server's limits on a pod's DNS search list.
-MAX_DNS_SEARCHES: Final = 32
-MAX_DNS_SEARCH_CHARACTERS: Final = 2048
 
 
 def dns_search_domain(job: MPIJob, facts: ClusterFacts) -> str:

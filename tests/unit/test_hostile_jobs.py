@@ -254,6 +254,13 @@ CASES: list[Any] = [
         id="init container named like a container",
     ),
     pytest.param(
+        MPIJobWrapper().pod_spec_field(
+            "Launcher", "dnsConfig", {"searches": [f"s{i}.example" for i in range(33)]}
+        ),
+        [f"{LAUNCHER_SPEC}.dnsConfig.searches: must have at most 32 entries"],
+        id="33 DNS searches in the launcher",
+    ),
+    pytest.param(
         MPIJobWrapper().workers(1).volume("Worker", "data", "/a").volume("Worker", "data", "/b"),
         [f'{WORKER_SPEC}.volumes[1].name: duplicate volume name "data"'],
         id="duplicate volume",
