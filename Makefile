@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-.PHONY: all venv lint typecheck unit test generate verify-generate render-examples clean images
+.PHONY: all venv lint typecheck unit test fuzz generate verify-generate render-examples clean images
 
 all: test
 
@@ -25,7 +25,14 @@ typecheck: venv
 	$(BIN)/mypy hack/images/build.py hack/images/oci.py
 
 unit: venv
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest tests/unit tests/fuzz
+
+# The long fuzz run (tests/fuzz/run.py): EXAMPLES manifests from a fixed SEED through render
+# and the operator's sync; fails on any traceback, hang or accepted-but-invalid object.
+EXAMPLES ?= 10000
+SEED     ?= 20261123
+fuzz: venv
+	PYTHONPATH=tests $(PY) -m fuzz.run --examples $(EXAMPLES) --seed $(SEED)
 
 # The one command that runs every check: lint, types, unit tests and the
 # cluster-backed tests (which bring up the local cluster themselves).

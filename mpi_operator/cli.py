@@ -19,9 +19,10 @@ from typing import Any, Final, NoReturn
 import yaml
 
 from mpi_operator import __version__
-from mpi_operator.api.errors import InvalidMPIJobError
+from mpi_operator.api.errors import InvalidMPIJobError, one_line
+from mpi_operator.manifest import ManifestError, read_documents
 from mpi_operator.operator.options import OptionsError, add_operator_flags, options_from
-from mpi_operator.sdk.offline import render
+from mpi_operator.sdk.offline import iter_render
 
 PROG: Final = "mpi-operator"
 USAGE_ERROR: Final = 2
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return _operator(args)
     except UsageError as error:
-        print(error, file=sys.stderr)
+        print(one_line(str(error)), file=sys.stderr)
         return USAGE_ERROR
     except SystemExit as done:  # --help and --version
         return done.code if isinstance(done.code, int) else 0
@@ -138,22 +139,24 @@ def _render_parser() -> _Parser:
 
 def _render(argv: list[str]) -> int:
     args = _render_parser().parse_args(argv)
-    priority_classes = _priority_classes(args.priority_class)
     source = "<stdin>" if args.filename == "-" else args.filename
-    document = _only_document(_read(args.filename, source), source)
     try:
-        objects = render(
-            document,
+        objects = iter_render(
+            _only_document(_read(args.filename, source), source),
             gang_scheduling=args.gang_scheduling or None,
             cluster_domain=args.cluster_domain,
-            priority_classes=priority_classes,
+            priority_classes=_priority_classes(args.priority_class),
         )
     except InvalidMPIJobError as invalid:
         for error in invalid.errors:
             print(error, file=sys.stderr)
         return USAGE_ERROR
-    # Everything is rendered before anything is written: an error leaves stdout empty.
-    sys.stdout.write(dump_objects(objects))
+    except ValueError as bad_option:
+        raise UsageError(f"{PROG} render: {bad_option}") from None
+    # A valid job always renders, so the objects are written as they are built: an error
+    # leaves stdout empty, and thousands of worker pods are never all in memory at once.
+    for obj in objects:
+        sys.stdout.write(dump_objects([obj]))
     return 0
 
 
@@ -185,21 +188,11 @@ def _read(filename: str, source: str) -> str:
         raise UsageError(f"{PROG} render: cannot read {source}: not UTF-8 text") from None
 
 
-class _ManifestLoader(yaml.SafeLoader):
-    """YAML read as kubectl reads it: an unquoted date stays the string it looks like."""
-
-
-_ManifestLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def _only_document(text: str, source: str) -> Any:
     try:
-        documents = [doc for doc in yaml.load_all(text, Loader=_ManifestLoader) if doc is not None]
-    except yaml.YAMLError as error:
-        raise UsageError(f"{PROG} render: {source}: {_yaml_problem(error)}") from None
+        documents = read_documents(text)
+    except ManifestError as error:
+        raise UsageError(f"{PROG} render: {source}: {error}") from None
     if not documents:
         raise UsageError(f"{PROG} render: {source}: no MPIJob in the input")
     if len(documents) > 1:
@@ -207,13 +200,6 @@ def _only_document(text: str, source: str) -> Any:
             f"{PROG} render: {source}: expected one MPIJob, found {len(documents)} YAML documents"
         )
     return documents[0]
-
-
-def _yaml_problem(error: yaml.YAMLError) -> str:
-    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
-        mark = error.problem_mark
-        return f"not valid YAML: {error.problem} (line {mark.line + 1}, column {mark.column + 1})"
-    return "not valid YAML: " + " ".join(str(error).split())
 
 
 # -- output ----------------------------------------------------------------------------------

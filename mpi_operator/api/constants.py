@@ -54,6 +54,10 @@ LAUNCHER_CREATION_POLICIES: Final = (
 DEFAULT_SSH_AUTH_MOUNT_PATH: Final = "/root/.ssh"
 DEFAULT_SLOTS_PER_WORKER: Final = 1
 CONFIG_MOUNT_PATH: Final = "/etc/mpi"
+# The operator's own volumes; a template may not name a volume like them.
+SSH_AUTH_VOLUME: Final = "ssh-auth"
+CONFIG_VOLUME: Final = "mpi-job-config"
+RESERVED_VOLUMES: Final = (SSH_AUTH_VOLUME, CONFIG_VOLUME)
 HOSTFILE_NAME: Final = "hostfile"
 DISCOVER_HOSTS_SCRIPT_NAME: Final = "discover_hosts.sh"
 

@@ -25,7 +25,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
+from mpi_operator.api import dns
+from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, integer_maximum
 
 Schema = dict[str, Any]
 
@@ -39,10 +40,23 @@ QUANTITY_PATTERN: Final = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 
+# The same, without a minus sign: amounts of resources Kubernetes forbids to be negative.
+NON_NEGATIVE_QUANTITY_PATTERN: Final = "^\\+?" + QUANTITY_PATTERN.removeprefix("^(\\+|-)?")
+DNS1123_LABEL_PATTERN: Final = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1035_LABEL_PATTERN: Final = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+WORKER_INFIX: Final = "-worker-"
+NAME_FIELD: Final = "metadata.name"
+
+# The API server holds a schema's `maximum` as a float64: 2^63-1 becomes 2^63, which wraps to
+# -2^63 and refuses every value. int64 fields get no maximum (the API server's JSON decoder
+# already refuses integers beyond 64 bits); every bound up to 2^53 is exact.
+_EXACT_FLOAT: Final = 2**53
+
 # x-crd keys copied onto the field's schema node under their OpenAPI names.
 _KEYWORDS: Final = {
     "enum": "enum",
     "minimum": "minimum",
+    "maximum": "maximum",
     "format": "format",
     "default": "default",
     "min_length": "minLength",
@@ -50,7 +64,7 @@ _KEYWORDS: Final = {
 }
 # x-crd keys that choose the shape of the node instead of annotating it.
 _SHAPES: Final = frozenset({"pod_template", "replica_specs", "resource_list", "opaque"})
-_OTHER_KEYS: Final = frozenset({"validations", "list_map_keys", "required"})
+_OTHER_KEYS: Final = frozenset({"validations", "list_map_keys", "required", "maximum_reason"})
 _KNOWN_KEYS: Final = frozenset(_KEYWORDS) | _SHAPES | _OTHER_KEYS
 
 _SCALARS: Final[dict[object, str]] = {bool: "boolean", int: "integer", str: "string"}
@@ -154,7 +168,45 @@ def openapi_schema() -> Schema:
     """The structural OpenAPI v3 schema of an MPIJob."""
     schema = _model_schema(MPIJob, root=True)
     schema["description"] = _docstring(MPIJob)
+    schema["x-kubernetes-validations"] = _name_rules()
     return schema
+
+
+def _name_rules() -> list[Schema]:
+    """The job name's rules, which only the root can state (CEL sees metadata.name there).
+
+    The name becomes the Service's name, so it is a DNS-1035 label; and the last worker's pod
+    name, ``<name>-worker-<replicas-1>``, is a host name of at most 63 characters. Messages
+    follow ``validation.py``. A rule's fieldPath may not point into metadata (the API server
+    owns its schema), so the messages name the field.
+    """
+    worker = f'self.spec.mpiReplicaSpecs["{c.WORKER}"]'
+    has_workers = (
+        f'has(self.spec) && has(self.spec.mpiReplicaSpecs) && "{c.WORKER}" in '
+        f"self.spec.mpiReplicaSpecs && has({worker}.replicas) && {worker}.replicas > 1"
+    )
+    # Sizes only, and a fixed message: building the worker's name, even in a
+    # messageExpression, costs as much as the longest string the API server could send, far
+    # over the CEL budget.
+    last_index = f'({has_workers} ? string({worker}.replicas - 1) : "0")'
+    room = f"{dns.DNS1123_LABEL_MAX - len(WORKER_INFIX)} - size({last_index})"
+    return [
+        {
+            "rule": f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')",
+            "message": (
+                f"{NAME_FIELD}: must be a DNS-1035 label (lower case alphanumeric characters or "
+                "'-', starting with a letter and ending with an alphanumeric character): the "
+                "job's Service takes its name"
+            ),
+        },
+        {
+            "rule": f"size(self.metadata.name) <= {room}",
+            "message": (
+                f"{NAME_FIELD}: too long: the last worker's pod name, <name>{WORKER_INFIX}"
+                f"<replicas - 1>, must be no more than {dns.DNS1123_LABEL_MAX} characters"
+            ),
+        },
+    ]
 
 
 def render() -> str:
@@ -201,6 +253,9 @@ def _field_schema(field: FieldInfo, extra: dict[str, Any], where: str) -> Schema
     for key, keyword in _KEYWORDS.items():
         if key in extra:
             schema[keyword] = extra[key]
+    maximum = integer_maximum(extra)
+    if schema.get("type") == "integer" and maximum is not None and maximum <= _EXACT_FLOAT:
+        schema["maximum"] = maximum
     if "list_map_keys" in extra:
         if schema.get("type") != "array":
             raise TypeError(f"{where}: list_map_keys needs a list field")
@@ -259,9 +314,11 @@ def _shape_schema(shape: str, annotation: object, where: str) -> Schema:
 
 
 def _quantity_schema() -> Schema:
+    """A resource amount, never negative (Kubernetes refuses negative requests and limits)."""
     return {
         "anyOf": [{"type": "integer"}, {"type": "string"}],
-        "pattern": QUANTITY_PATTERN,
+        "minimum": 0,
+        "pattern": NON_NEGATIVE_QUANTITY_PATTERN,
         "x-kubernetes-int-or-string": True,
     }
 
@@ -324,10 +381,12 @@ def _replica_rules(field: str) -> list[Schema]:
 
 
 def _pod_template_schema() -> Schema:
-    """A core/v1 PodTemplateSpec kept whole: only the path to the containers is declared.
+    """A core/v1 PodTemplateSpec kept whole: only what users most often get wrong is declared.
 
     Everything else is preserved unknown, so pod fields newer than this schema reach the
-    pods; the containers are declared because CEL cannot see undeclared fields.
+    pods. Declared: the containers (CEL cannot see undeclared fields) and, in every container
+    and init container, the name, the image and the resource amounts the API server checks
+    when the pods are created, so a job that would fail then is refused when submitted.
     """
     return {
         "type": "object",
@@ -344,12 +403,13 @@ def _pod_template_schema() -> Schema:
                             "the SSH keys and the MPI environment."
                         ),
                         "type": "array",
-                        "items": {
-                            "description": "A core/v1 Container.",
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        },
-                    }
+                        "items": _container_schema(),
+                    },
+                    "initContainers": {
+                        "description": "Init containers of the pods (core/v1 Containers).",
+                        "type": "array",
+                        "items": _container_schema(),
+                    },
                 },
             }
         },
@@ -362,6 +422,38 @@ def _pod_template_schema() -> Schema:
                 "fieldPath": ".spec.containers",
             }
         ],
+    }
+
+
+def _container_schema() -> Schema:
+    resource_list = {"type": "object", "additionalProperties": _quantity_schema()}
+    return {
+        "description": "A core/v1 Container.",
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "required": ["image", "name"],
+        "properties": {
+            "name": {
+                "description": "Name of the container: a DNS label, unique in the pod.",
+                "type": "string",
+                "maxLength": dns.DNS1123_LABEL_MAX,
+                "pattern": DNS1123_LABEL_PATTERN,
+            },
+            "image": {
+                "description": "Container image; the pods cannot start without one.",
+                "type": "string",
+                "minLength": 1,
+            },
+            "resources": {
+                "description": "Compute resources (core/v1 ResourceRequirements).",
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {
+                    "requests": {"description": "Minimum amounts required.", **resource_list},
+                    "limits": {"description": "Maximum amounts allowed.", **resource_list},
+                },
+            },
+        },
     }
 
 

@@ -14,10 +14,11 @@ produce an error that names the field, not fail parsing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
 
 from mpi_operator.api import constants as c
 
@@ -27,9 +28,35 @@ MAP_FIELDS = frozenset({"mpiReplicaSpecs", "minResources", "replicaStatuses"})
 ResourceList = dict[str, int | str]
 
 
+# The range of each integer format, as the Go types of upstream's API hold them. The API
+# server does not enforce `format` on custom resources, so the CRD states the maximum too.
+FORMAT_MAXIMUM: Final = {"int32": 2**31 - 1, "int64": 2**63 - 1}
+
+MAX_WORKERS: Final = 20_000
+"""The most workers a job may have. The job's ConfigMap holds the hostfile and, once every
+worker runs, discover_hosts.sh listing them all; from 20,204 workers on, even the shortest
+of these (one-letter job and namespace names, Intel MPI's ``host:slots`` lines) exceed the
+1 MiB the API server allows a ConfigMap. A job that large could never run, so it is refused
+up front rather than after building tens of thousands of pods; 20,000 is the round number
+below that point. Longer names reach the limit sooner, which ``desired`` checks."""
+
+
 def _schema(**extra: Any) -> dict[str, Any]:
     """CRD schema keywords for a field, read by the CRD generator."""
     return {"x-crd": extra}
+
+
+def crd_keywords(field: FieldInfo) -> dict[str, Any]:
+    """The ``_schema`` keywords of a field; empty when it has none."""
+    extra = field.json_schema_extra
+    crd = extra.get("x-crd") if isinstance(extra, dict) else None
+    return dict(crd) if isinstance(crd, dict) else {}
+
+
+def integer_maximum(keywords: dict[str, Any]) -> int | None:
+    """A field's maximum: its own, else its format's range."""
+    maximum = keywords.get("maximum", FORMAT_MAXIMUM.get(str(keywords.get("format"))))
+    return maximum if isinstance(maximum, int) else None
 
 
 class APIModel(BaseModel):
@@ -151,8 +178,17 @@ class ReplicaSpec(APIModel):
 
     replicas: int | None = Field(
         default=None,
-        description="Number of pods: exactly 1 for the Launcher, at least 1 for Workers.",
-        json_schema_extra=_schema(minimum=0, format="int32"),
+        description=(
+            f"Number of pods: exactly 1 for the Launcher, 1 to {MAX_WORKERS} for Workers."
+        ),
+        json_schema_extra=_schema(
+            minimum=0,
+            maximum=MAX_WORKERS,
+            maximum_reason=(
+                "the hostfile of more workers cannot fit in a ConfigMap (1 MiB at most)"
+            ),
+            format="int32",
+        ),
     )
     template: dict[str, Any] | None = Field(
         default=None,

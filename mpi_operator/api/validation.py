@@ -6,37 +6,42 @@ the first error, so a user fixes a job in one round.
 
 from __future__ import annotations
 
-import re
+import posixpath
 from collections.abc import Iterator, Mapping
-from typing import Any, Final
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from mpi_operator.api import constants as c
+from mpi_operator.api import dns
+from mpi_operator.api.bounds import document_errors
 from mpi_operator.api.defaults import with_defaults
-from mpi_operator.api.errors import FieldError, InvalidMPIJobError, from_pydantic
-from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
-from mpi_operator.quantity import InvalidQuantityError, Quantity
-
-_DNS1035: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035_MAX: Final = 63
+from mpi_operator.api.errors import FieldError, InvalidMPIJobError, from_pydantic, quoted
+from mpi_operator.api.pod_template import (
+    OperatorMounts,
+    annotation_errors,
+    label_errors,
+    resource_list_errors,
+    template_errors,
+)
+from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, crd_keywords, integer_maximum
 
 
 def parse_mpijob(obj: object) -> MPIJob:
     """Parse a kubeflow.org/v2beta1 MPIJob from its wire form; raises InvalidMPIJobError."""
     if not isinstance(obj, Mapping):
-        raise InvalidMPIJobError([FieldError("", "an MPIJob must be a YAML or JSON object")])
-    api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    if kind != c.KIND or api_version != c.API_VERSION:
         raise InvalidMPIJobError(
-            [
-                FieldError(
-                    "",
-                    f"expected apiVersion {c.API_VERSION} and kind {c.KIND}, "
-                    f"got apiVersion {api_version!r} and kind {kind!r}",
-                )
-            ]
+            [FieldError("", f"must be an MPIJob object, found {_kind_of(obj)}")]
         )
+    problems = document_errors(obj)
+    if problems:
+        raise InvalidMPIJobError(problems)
+    mismatched = [
+        FieldError(field, f"unsupported value {quoted(obj.get(field))}: must be {quoted(expected)}")
+        for field, expected in (("apiVersion", c.API_VERSION), ("kind", c.KIND))
+        if obj.get(field) != expected
+    ]
+    if mismatched:
+        raise InvalidMPIJobError(mismatched)
     try:
         return MPIJob.model_validate(dict(obj), by_alias=True)
     except ValidationError as error:
@@ -58,11 +63,12 @@ def load_valid_mpijob(obj: object) -> MPIJob:
 
 
 def _errors(job: MPIJob) -> Iterator[FieldError]:
-    yield from _name_errors(job)
+    yield from _metadata_errors(job)
     spec = job.spec
     if spec is None:
         yield FieldError("spec", "is required")
         return
+    yield from _maximum_errors(spec, "spec")
     yield from _replica_specs_errors(job)
     if spec.slots_per_worker is not None and spec.slots_per_worker < 0:
         yield FieldError("spec.slotsPerWorker", "must be greater than or equal to 0")
@@ -81,6 +87,11 @@ def _errors(job: MPIJob) -> Iterator[FieldError]:
         yield from _one_of("spec.runPolicy.managedBy", run_policy.managed_by, c.MANAGED_BY_VALUES)
     if not spec.ssh_auth_mount_path:
         yield FieldError("spec.sshAuthMountPath", "must have a mount path for SSH credentials")
+    elif _same_path(spec.ssh_auth_mount_path, c.CONFIG_MOUNT_PATH):
+        yield FieldError(
+            "spec.sshAuthMountPath",
+            f'"{spec.ssh_auth_mount_path}" is reserved: the launcher mounts the hostfile there',
+        )
     yield from _one_of("spec.mpiImplementation", spec.mpi_implementation, c.MPI_IMPLEMENTATIONS)
     yield from _one_of(
         "spec.launcherCreationPolicy", spec.launcher_creation_policy, c.LAUNCHER_CREATION_POLICIES
@@ -88,25 +99,65 @@ def _errors(job: MPIJob) -> Iterator[FieldError]:
     yield from _scheduling_policy_errors(job)
 
 
+def _metadata_errors(job: MPIJob) -> Iterator[FieldError]:
+    metadata = job.metadata
+    typed = True
+    for field in ("name", "namespace", "uid"):
+        if metadata.get(field) is not None and not isinstance(metadata[field], str):
+            yield FieldError(f"metadata.{field}", "must be a string")
+            typed = False
+    yield from label_errors("metadata.labels", metadata.get("labels"))
+    yield from annotation_errors("metadata.annotations", metadata.get("annotations"))
+    if not typed:
+        return
+    if metadata.get("namespace"):
+        for problem in dns.dns1123_label(metadata["namespace"]):
+            yield FieldError(
+                "metadata.namespace", f"invalid value {quoted(job.namespace)}: {problem}"
+            )
+    yield from _name_errors(job)
+
+
 def _name_errors(job: MPIJob) -> Iterator[FieldError]:
     if not job.name:
         yield FieldError("metadata.name", "is required")
         return
+    # The job's Service is named after it, so the name itself is a DNS-1035 label.
+    for problem in dns.dns1035_label(job.name):
+        yield FieldError(
+            "metadata.name",
+            f"invalid value {quoted(job.name)} for the name of the job's Service: {problem}",
+        )
     # The last worker's pod name doubles as its DNS hostname, so it bounds the job name.
     last_worker = f"{job.name}-worker-{max(job.replicas(c.WORKER), 1) - 1}"
-    if len(last_worker) > _DNS1035_MAX:
+    if len(last_worker) > dns.DNS1123_LABEL_MAX:
         yield FieldError(
             "metadata.name",
             f'too long: worker pod name "{last_worker}" must be no more than '
-            f"{_DNS1035_MAX} characters",
+            f"{dns.DNS1123_LABEL_MAX} characters",
         )
-    elif not _DNS1035.match(last_worker):
-        yield FieldError(
-            "metadata.name",
-            f'worker pod name "{last_worker}" is not a valid DNS-1035 label: it must consist '
-            "of lower case alphanumeric characters or '-', start with a letter and end with "
-            "an alphanumeric character",
-        )
+
+
+def _maximum_errors(model: BaseModel, path: str) -> Iterator[FieldError]:
+    """Integers above their Go type's range (or a lower documented maximum), at any depth."""
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        where = f"{path}.{field.alias or name}"
+        if isinstance(value, BaseModel):
+            yield from _maximum_errors(value, where)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(item, BaseModel):
+                    yield from _maximum_errors(item, f"{where}[{key}]")
+        elif isinstance(value, int) and not isinstance(value, bool):
+            keywords = crd_keywords(field)
+            maximum = integer_maximum(keywords)
+            if maximum is not None and value > maximum:
+                reason = keywords.get("maximum_reason")
+                yield FieldError(
+                    where,
+                    f"must be less than or equal to {maximum}" + (f": {reason}" if reason else ""),
+                )
 
 
 def _replica_specs_errors(job: MPIJob) -> Iterator[FieldError]:
@@ -127,88 +178,35 @@ def _replica_specs_errors(job: MPIJob) -> Iterator[FieldError]:
         yield FieldError(f"{base}[{c.LAUNCHER}]", "must have Launcher replica spec")
     else:
         path = f"{base}[{c.LAUNCHER}]"
-        yield from _replica_errors(path, launcher)
+        yield from _replica_errors(path, launcher, job, c.LAUNCHER)
         if launcher.replicas is not None and launcher.replicas != 1:
             yield FieldError(f"{path}.replicas", "must be 1")
     worker = specs.get(c.WORKER)
     if worker is not None:
         path = f"{base}[{c.WORKER}]"
-        yield from _replica_errors(path, worker)
+        yield from _replica_errors(path, worker, job, c.WORKER)
         if worker.replicas is None:
             yield FieldError(f"{path}.replicas", "must define number of replicas (at least 1)")
         elif worker.replicas < 1:
             yield FieldError(f"{path}.replicas", "must be greater than or equal to 1")
 
 
-def _replica_errors(path: str, spec: ReplicaSpec) -> Iterator[FieldError]:
+def _replica_errors(path: str, spec: ReplicaSpec, job: MPIJob, role: str) -> Iterator[FieldError]:
     yield from _one_of(f"{path}.restartPolicy", spec.restart_policy, c.RESTART_POLICIES)
-    yield from _template_errors(f"{path}.template", spec.template)
+    yield from template_errors(f"{path}.template", spec.template, _operator_mounts(job, role))
 
 
-def _template_errors(path: str, template: dict[str, Any] | None) -> Iterator[FieldError]:
-    """Shape checks on every part of a pod template the operator reads or extends."""
-    template = template or {}
-    metadata = template.get("metadata")
-    if metadata is not None:
-        if not isinstance(metadata, dict):
-            yield FieldError(f"{path}.metadata", "must be an object")
-        else:
-            for field in ("labels", "annotations"):
-                yield from _string_map(f"{path}.metadata.{field}", metadata.get(field))
-    pod_spec = template.get("spec")
-    if pod_spec is not None and not isinstance(pod_spec, dict):
-        yield FieldError(f"{path}.spec", "must be an object")
-        return
-    pod_spec = pod_spec or {}
-    containers = pod_spec.get("containers")
-    if not containers:
-        yield FieldError(f"{path}.spec.containers", "must define at least one container")
-    elif not isinstance(containers, list):
-        yield FieldError(f"{path}.spec.containers", "must be a list")
-    else:
-        for index, container in enumerate(containers):
-            yield from _container_errors(f"{path}.spec.containers[{index}]", container)
-    for index, container in enumerate(_list(pod_spec.get("initContainers"))):
-        yield from _container_errors(f"{path}.spec.initContainers[{index}]", container)
-    yield from _typed(f"{path}.spec.volumes", pod_spec.get("volumes"), list, "a list")
-    yield from _typed(
-        f"{path}.spec.hostNetwork", pod_spec.get("hostNetwork"), bool, "true or false"
-    )
-    for field in ("priorityClassName", "schedulerName"):
-        yield from _typed(f"{path}.spec.{field}", pod_spec.get(field), str, "a string")
-    dns_config = pod_spec.get("dnsConfig")
-    yield from _typed(f"{path}.spec.dnsConfig", dns_config, dict, "an object")
-    if isinstance(dns_config, dict):
-        yield from _typed(
-            f"{path}.spec.dnsConfig.searches", dns_config.get("searches"), list, "a list"
-        )
-    yield from _resource_list_errors(f"{path}.spec.overhead", pod_spec.get("overhead"))
+def _operator_mounts(job: MPIJob, role: str) -> OperatorMounts:
+    """Where the operator mounts its volumes in the role's first container."""
+    assert job.spec is not None
+    paths = [job.spec.ssh_auth_mount_path or c.DEFAULT_SSH_AUTH_MOUNT_PATH]
+    if role == c.LAUNCHER:
+        paths.append(c.CONFIG_MOUNT_PATH)
+    return OperatorMounts(tuple(paths))
 
 
-def _container_errors(path: str, container: object) -> Iterator[FieldError]:
-    if not isinstance(container, dict):
-        yield FieldError(path, "must be an object")
-        return
-    for field in ("env", "volumeMounts", "command", "args"):
-        yield from _typed(f"{path}.{field}", container.get(field), list, "a list")
-    resources = container.get("resources")
-    yield from _typed(f"{path}.resources", resources, dict, "an object")
-    if isinstance(resources, dict):
-        for field in ("requests", "limits"):
-            yield from _resource_list_errors(f"{path}.resources.{field}", resources.get(field))
-
-
-def _resource_list_errors(path: str, resources: object) -> Iterator[FieldError]:
-    if resources is None:
-        return
-    if not isinstance(resources, dict):
-        yield FieldError(path, "must be an object")
-        return
-    for name, raw in resources.items():
-        try:
-            Quantity.parse(raw)
-        except InvalidQuantityError as error:
-            yield FieldError(f"{path}[{name}]", str(error))
+def _same_path(left: str, right: str) -> bool:
+    return posixpath.normpath(left) == posixpath.normpath(right)
 
 
 def _scheduling_policy_errors(job: MPIJob) -> Iterator[FieldError]:
@@ -219,7 +217,7 @@ def _scheduling_policy_errors(job: MPIJob) -> Iterator[FieldError]:
     path = "spec.runPolicy.schedulingPolicy"
     yield from _non_negative(f"{path}.minAvailable", policy.min_available)
     yield from _non_negative(f"{path}.scheduleTimeoutSeconds", policy.schedule_timeout_seconds)
-    yield from _resource_list_errors(f"{path}.minResources", policy.min_resources)
+    yield from resource_list_errors(f"{path}.minResources", policy.min_resources)
 
 
 def _one_of(path: str, value: str | None, allowed: tuple[str, ...]) -> Iterator[FieldError]:
@@ -233,21 +231,14 @@ def _non_negative(path: str, value: int | None) -> Iterator[FieldError]:
         yield FieldError(path, "must be greater than or equal to 0")
 
 
-def _typed(path: str, value: object, kind: type, noun: str) -> Iterator[FieldError]:
-    if value is not None and not isinstance(value, kind):
-        yield FieldError(path, f"must be {noun}")
-
-
-def _string_map(path: str, value: object) -> Iterator[FieldError]:
-    if value is None:
-        return
-    if not isinstance(value, dict):
-        yield FieldError(path, "must be an object")
-        return
-    for key, item in value.items():
-        if not isinstance(item, str):
-            yield FieldError(f"{path}[{key}]", "must be a string")
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
+def _kind_of(value: object) -> str:
+    """What a non-object document is, in the user's terms."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null" if value is None else type(value).__name__

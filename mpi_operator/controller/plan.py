@@ -41,6 +41,7 @@ from mpi_operator.desired.launcher import (
     new_launcher_job,
     template_sets_restart_policy,
 )
+from mpi_operator.desired.objects import render_errors
 from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
@@ -136,7 +137,7 @@ def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -
         return plan
     if (raw.metadata or {}).get("deletionTimestamp"):
         return plan
-    errors = validate(raw)
+    errors = validate(raw) or render_errors(with_defaults(raw), ctx.facts)
     if errors:
         return _invalid(plan, errors)
     return _Sync(with_defaults(raw), view, ctx, plan).run()
@@ -374,8 +375,9 @@ class _Sync:
         replicas = self.job.replicas(c.WORKER)
         existing = {pod["metadata"]["name"]: pod for pod in self.view.worker_pods(self.job)}
         wanted = [names.worker_name(self.job, i) for i in range(replicas)]
+        wanted_names = set(wanted)  # up to MAX_WORKERS names: no quadratic scan
         for name, pod in sorted(existing.items()):
-            if name not in wanted:
+            if name not in wanted_names:
                 if not self._owned(pod, "pods"):
                     return None
                 self._write("delete", "pods", name, batch=WORKER_PODS)

@@ -6,15 +6,19 @@ are running right now, for Elastic Horovod's host discovery.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired import names
 from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.pod_templates import launcher_runs_as_worker
+
+MAX_CONFIG_MAP_BYTES: Final = 1024 * 1024
+"""The API server's limit on the total size of a ConfigMap's values."""
 
 
 def host_fqdn(job: MPIJob, pod_name: str, facts: ClusterFacts) -> str:
@@ -76,3 +80,20 @@ def new_config_map(
             c.DISCOVER_HOSTS_SCRIPT_NAME: discover_hosts_script(job, facts, running_worker_names),
         },
     }
+
+
+def config_map_errors(job: MPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
+    """Whether the ConfigMap fits the API server's limit, with every worker running.
+
+    discover_hosts.sh lists the running workers, so the ConfigMap is largest once all of them
+    run; a job must fit then too, or its ConfigMap update would be refused mid-run.
+    """
+    all_workers = [names.worker_name(job, i) for i in range(job.replicas(c.WORKER))]
+    data = new_config_map(job, facts, all_workers)["data"]
+    size = sum(len(value.encode()) for value in data.values())
+    if size > MAX_CONFIG_MAP_BYTES:
+        yield FieldError(
+            f"spec.mpiReplicaSpecs[{c.WORKER}].replicas",
+            f"{job.replicas(c.WORKER)} workers need a hostfile and discover_hosts.sh of "
+            f"{size} bytes; a ConfigMap holds at most {MAX_CONFIG_MAP_BYTES}",
+        )

@@ -11,7 +11,6 @@ from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired import names, pod_templates
 from mpi_operator.desired.facts import ClusterFacts
 
-CONFIG_VOLUME: Final = "mpi-job-config"
 HOSTFILE_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
 # Workers may not be resolvable yet when mpirun starts; ssh retries instead of failing.
 SSH_CONNECT_RETRIES: Final = "-o ConnectionAttempts=10"
@@ -99,7 +98,7 @@ def launcher_pod_template(
         template["spec"],
         "volumes",
         {
-            "name": CONFIG_VOLUME,
+            "name": c.CONFIG_VOLUME,
             "configMap": {
                 "name": names.config_map_name(job),
                 "items": [dict(item) for item in _CONFIG_VOLUME_ITEMS],
@@ -107,7 +106,7 @@ def launcher_pod_template(
         },
     )
     pod_templates.append_to(
-        container, "volumeMounts", {"name": CONFIG_VOLUME, "mountPath": c.CONFIG_MOUNT_PATH}
+        container, "volumeMounts", {"name": c.CONFIG_VOLUME, "mountPath": c.CONFIG_MOUNT_PATH}
     )
     return pod_templates.owned_pod_template(template, job, gang)
 

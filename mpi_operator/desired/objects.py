@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
+from mpi_operator.api.errors import FieldError
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.desired.config import new_config_map
+from mpi_operator.desired.config import config_map_errors, new_config_map
 from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.launcher import new_launcher_job
-from mpi_operator.desired.pod_templates import is_suspended
+from mpi_operator.desired.pod_templates import dns_search_errors, is_suspended
 from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
+
+
+def render_errors(job: MPIJob, facts: ClusterFacts) -> list[FieldError]:
+    """Problems of a valid job that only show once its objects meet the cluster's facts: a
+    ConfigMap too large for the API server, a DNS search list it would refuse."""
+    return [*config_map_errors(job, facts), *dns_search_errors(job, facts)]
 
 
 def desired_objects(
@@ -28,16 +36,22 @@ def desired_objects(
     PodGroup nor workers, and a suspended launcher Job. A key pair is generated when
     ``ssh_key`` is None.
     """
-    objects = [
-        new_service(job),
-        new_config_map(job, facts),
-        new_ssh_secret(job, ssh_key or generate_ssh_key_pair()),
-    ]
+    return list(iter_desired_objects(job, facts, gang, ssh_key))
+
+
+def iter_desired_objects(
+    job: MPIJob,
+    facts: ClusterFacts,
+    gang: GangScheduler | None,
+    ssh_key: SSHKeyPair | None = None,
+) -> Iterator[dict[str, Any]]:
+    """``desired_objects`` one at a time: a job's worker pods need not all be in memory."""
+    yield new_service(job)
+    yield new_config_map(job, facts)
+    yield new_ssh_secret(job, ssh_key or generate_ssh_key_pair())
     if not is_suspended(job):
         if gang is not None:
-            objects.append(gang.pod_group(job, facts))
-        objects += [
-            new_worker_pod(job, index, facts, gang) for index in range(job.replicas(c.WORKER))
-        ]
-    objects.append(new_launcher_job(job, facts, gang))
-    return objects
+            yield gang.pod_group(job, facts)
+        for index in range(job.replicas(c.WORKER)):
+            yield new_worker_pod(job, index, facts, gang)
+    yield new_launcher_job(job, facts, gang)

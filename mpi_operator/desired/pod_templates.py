@@ -8,16 +8,19 @@ this code has never heard of still reaches the pod.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any, Final
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
+from mpi_operator.api import dns
+from mpi_operator.api.errors import FieldError, quoted
 from mpi_operator.api.meta import controller_reference
+from mpi_operator.api.pod_template import MAX_DNS_SEARCH_CHARACTERS, MAX_DNS_SEARCHES, searches_of
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
 from mpi_operator.desired import names
 from mpi_operator.desired.facts import ClusterFacts
 
-SSH_AUTH_VOLUME: Final = "ssh-auth"
 SSH_PRIVATE_KEY: Final = "ssh-privatekey"
 SSH_PUBLIC_KEY: Final = "ssh-publickey"
 # sshd refuses keys readable by others, but only a root-owned ~/.ssh can be given 0600
@@ -85,6 +88,34 @@ def dns_search_domain(job: MPIJob, facts: ClusterFacts) -> str:
     return f"{names.service_name(job)}.{job.namespace}.svc.{domain}"
 
 
+def dns_search_errors(job: MPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
+    """Whether each role's search list, once the job's domain is appended, is one the API
+    server takes (every pod of the job gets the domain, the launcher as well as workers)."""
+    ours = dns_search_domain(job, facts)
+    for role in (c.LAUNCHER, c.WORKER):
+        if job.replicas(role) == 0:
+            continue
+        path = f"spec.mpiReplicaSpecs[{role}].template.spec.dnsConfig.searches"
+        for problem in dns.dns1123_subdomain(ours):
+            yield FieldError(path, f"the operator adds the search domain {quoted(ours)}: {problem}")
+        template = replica_spec(job, role).template or {}
+        pod_spec = template.get("spec")
+        searches = [*searches_of(pod_spec if isinstance(pod_spec, dict) else {}), ours]
+        if len(searches) > MAX_DNS_SEARCHES:
+            yield FieldError(
+                path,
+                f"must have at most {MAX_DNS_SEARCHES - 1} entries: the operator adds "
+                f"{quoted(ours)}",
+            )
+        characters = len(" ".join(searches))
+        if characters > MAX_DNS_SEARCH_CHARACTERS:
+            yield FieldError(
+                path,
+                f"must have at most {MAX_DNS_SEARCH_CHARACTERS} characters with the operator's "
+                f"{quoted(ours)}, found {characters}",
+            )
+
+
 def set_host_identity(
     template: dict[str, Any], job: MPIJob, hostname: str, facts: ClusterFacts
 ) -> None:
@@ -118,11 +149,11 @@ def mount_ssh_auth(template: dict[str, Any], job: MPIJob) -> None:
     }
     if mount_path == c.DEFAULT_SSH_AUTH_MOUNT_PATH:
         secret["defaultMode"] = ROOT_SSH_KEY_MODE
-    append_to(template["spec"], "volumes", {"name": SSH_AUTH_VOLUME, "secret": secret})
+    append_to(template["spec"], "volumes", {"name": c.SSH_AUTH_VOLUME, "secret": secret})
     append_to(
         main_container(template),
         "volumeMounts",
-        {"name": SSH_AUTH_VOLUME, "mountPath": mount_path},
+        {"name": c.SSH_AUTH_VOLUME, "mountPath": mount_path},
     )
 
 

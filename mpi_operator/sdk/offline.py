@@ -6,8 +6,9 @@ passes the operator, and ``render`` prints what ``mpi-operator render`` prints.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, Protocol
 
 from gang import select_gang_scheduler
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError
@@ -15,7 +16,8 @@ from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob
 from mpi_operator.api.validation import validate as _rules
 from mpi_operator.desired.facts import ClusterFacts
-from mpi_operator.desired.objects import desired_objects
+from mpi_operator.desired.objects import iter_desired_objects, render_errors
+from mpi_operator.operator.options import rendering_flag_problems
 
 
 class _Buildable(Protocol):
@@ -65,15 +67,57 @@ def render(
     PodGroup, worker Pods, launcher Job); as ``mpi-operator render`` with the same options.
 
     A job without a namespace renders in ``default``, where the API server would put it."""
+    return list(
+        iter_render(
+            job,
+            gang_scheduling=gang_scheduling,
+            cluster_domain=cluster_domain,
+            priority_classes=priority_classes,
+        )
+    )
+
+
+def iter_render(
+    job: JobLike,
+    *,
+    gang_scheduling: str | None = None,
+    cluster_domain: str = "",
+    priority_classes: Mapping[str, int] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """``render``, one object at a time, so thousands of worker pods are never all in memory.
+
+    Everything is checked before the first object: a job that cannot be rendered raises
+    ``InvalidMPIJobError`` (one problem per field path), an option that would land invalid in
+    every pod raises ``ValueError``."""
+    problems = list(rendering_flag_problems(gang_scheduling or "", cluster_domain))
+    if problems:
+        raise ValueError("; ".join(problems))
     facts = ClusterFacts(cluster_domain=cluster_domain, priority_classes=priority_classes or {})
-    valid = load_valid_mpijob(in_default_namespace(wire_form(job)))
-    return desired_objects(valid, facts, select_gang_scheduler(gang_scheduling))
+    valid = load_valid_mpijob(as_stored(wire_form(job)))
+    errors = render_errors(valid, facts)
+    if errors:
+        raise InvalidMPIJobError(errors)
+    return iter_desired_objects(valid, facts, select_gang_scheduler(gang_scheduling))
 
 
-def in_default_namespace(document: Any) -> Any:
-    """The job as the API server would store it when created without a namespace."""
-    if isinstance(document, dict):
-        metadata = document.get("metadata")
-        if isinstance(metadata, dict) and not metadata.get("namespace"):
-            return {**document, "metadata": {**metadata, "namespace": "default"}}
-    return document
+def as_stored(document: Any) -> Any:
+    """The job as the API server would store it: in the default namespace when it names none,
+    and with a uid, which every child's ownerReference needs (the API server refuses an
+    empty one). A manifest has none, so it gets one derived from the namespace and name: the
+    same input always renders the same objects."""
+    if not isinstance(document, dict):
+        return document
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        return document
+    stored = dict(metadata)
+    if stored.get("namespace") in (None, ""):
+        stored["namespace"] = "default"
+    if stored.get("uid") in (None, ""):
+        identity = f"{stored.get('namespace')}/{stored.get('name')}"
+        stored["uid"] = str(uuid.uuid5(_RENDER_UID_NAMESPACE, identity))
+    return {**document, "metadata": stored}
+
+
+# Any fixed UUID works; this one is uuid5(NAMESPACE_URL, "kubeflow.org/mpijobs").
+_RENDER_UID_NAMESPACE: Final = uuid.uuid5(uuid.NAMESPACE_URL, "kubeflow.org/mpijobs")

@@ -11,8 +11,9 @@ import copy
 from typing import Any, Self
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.defaults import with_defaults
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.api.validation import load_valid_mpijob
+from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob
 
 DEFAULT_IMAGE = "mpioperator/mpi-pi:openmpi"
 DEFAULT_UID = "8a7b6c5d-0000-4000-8000-000000000001"
@@ -99,9 +100,18 @@ class MPIJobWrapper:
         """The parsed, validated job with defaults applied."""
         return load_valid_mpijob(self.obj())
 
+    def defaulted(self) -> MPIJob:
+        """The parsed job with defaults applied, not validated: for builder tests that mirror
+        upstream's, whose pod templates are too sparse for the API server (no image, say)."""
+        return with_defaults(parse_mpijob(self.obj()))
+
     # -- metadata ----------------------------------------------------------------------
     def uid(self, uid: str) -> Self:
         self._obj["metadata"]["uid"] = uid
+        return self
+
+    def metadata_field(self, field: str, value: Any) -> Self:
+        self._obj["metadata"][field] = value
         return self
 
     def annotation(self, key: str, value: str) -> Self:

@@ -161,24 +161,11 @@ def test_every_problem_gets_its_own_line(capsys: pytest.CaptureFixture[str], std
             id="bad YAML",
         ),
         pytest.param(
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
-            "expected apiVersion kubeflow.org/v2beta1 and kind MPIJob, "
-            "got apiVersion 'v1' and kind 'Pod'",
-            id="wrong kind",
-        ),
-        pytest.param(
-            "apiVersion: kubeflow.org/v1\nkind: MPIJob\n",
-            "expected apiVersion kubeflow.org/v2beta1 and kind MPIJob, "
-            "got apiVersion 'kubeflow.org/v1' and kind 'MPIJob'",
-            id="wrong apiVersion",
-        ),
-        pytest.param(
             PI.read_text() + "---\n" + PI.read_text(),
             "mpi-operator render: <stdin>: expected one MPIJob, found 2 YAML documents",
             id="two documents",
         ),
         pytest.param("", "mpi-operator render: <stdin>: no MPIJob in the input", id="empty"),
-        pytest.param("- a\n- b\n", "an MPIJob must be a YAML or JSON object", id="a list"),
         pytest.param(
             pi_with(PI.read_text(), "slotsPerWorker: 1", "slotsPerWorker: one"),
             "spec.slotsPerWorker: must be an integer",
@@ -193,6 +180,38 @@ def test_unusable_input_is_one_line(
     err = render_error(capsys, "-f", "-")
     assert len(err.splitlines()) == 1
     assert err.startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+            [
+                'apiVersion: unsupported value "v1": must be "kubeflow.org/v2beta1"',
+                'kind: unsupported value "Pod": must be "MPIJob"',
+            ],
+            id="wrong kind",
+        ),
+        pytest.param(
+            "apiVersion: kubeflow.org/v1\nkind: MPIJob\n",
+            ['apiVersion: unsupported value "kubeflow.org/v1": must be "kubeflow.org/v2beta1"'],
+            id="wrong apiVersion",
+        ),
+        pytest.param(
+            'apiVersion: kubeflow.org/v2beta1\nkind: "MPI\\nJob\\u2028"\n',
+            ['kind: unsupported value "MPI\\nJob\\u2028": must be "MPIJob"'],
+            id="a value with line breaks",
+        ),
+        pytest.param("- a\n- b\n", ["<root>: must be an MPIJob object, found a list"], id="a list"),
+        pytest.param("42\n", ["<root>: must be an MPIJob object, found a number"], id="a number"),
+    ],
+)
+def test_document_problems_name_their_field(
+    capsys: pytest.CaptureFixture[str], stdin: Any, text: str, expected: list[str]
+) -> None:
+    stdin(text)
+    assert render_error(capsys, "-f", "-").splitlines() == expected
 
 
 def test_an_unquoted_date_stays_a_string(capsys: pytest.CaptureFixture[str], stdin: Any) -> None:
@@ -292,3 +311,15 @@ def test_the_installed_console_script() -> None:
     assert result.stdout.startswith("---\n")
     kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout)]
     assert kinds == ["Service", "ConfigMap", "Secret", "PodGroup", "Pod", "Pod", "Job"]
+
+
+def test_a_job_without_a_uid_gets_a_stable_one(capsys: pytest.CaptureFixture[str]) -> None:
+    # The API server refuses an ownerReference with an empty uid; a manifest has no uid.
+    def owner_uids() -> set[str]:
+        code, objects, _ = render(capsys, "-f", str(PI))
+        assert code == 0
+        return {ref["uid"] for obj in objects for ref in obj["metadata"]["ownerReferences"]}
+
+    first = owner_uids()
+    assert len(first) == 1 and "" not in first
+    assert owner_uids() == first

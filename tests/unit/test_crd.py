@@ -102,6 +102,9 @@ _OPEN_NODES = {
     "spec.mpiReplicaSpecs.*.template",
     "spec.mpiReplicaSpecs.*.template.spec",
     "spec.mpiReplicaSpecs.*.template.spec.containers.*",
+    "spec.mpiReplicaSpecs.*.template.spec.containers.*.resources",
+    "spec.mpiReplicaSpecs.*.template.spec.initContainers.*",
+    "spec.mpiReplicaSpecs.*.template.spec.initContainers.*.resources",
     "status.replicaStatuses.*.labelSelector",
 }
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "integer": int}
@@ -288,16 +291,18 @@ def test_enums(schema: Schema, path: str, allowed: list[str]) -> None:
     assert sorted(node(schema, path)["enum"]) == sorted(allowed)
 
 
-def test_every_spec_integer_is_non_negative(schema: Schema) -> None:
-    def integers(schema: Schema, path: str) -> Iterator[tuple[str, Schema]]:
-        if schema.get("type") == "integer":
-            yield path, schema
-        for name, child in schema.get("properties", {}).items():
-            yield from integers(child, f"{path}.{name}")
-        for key in ("additionalProperties", "items"):
-            if isinstance(schema.get(key), dict):
-                yield from integers(schema[key], f"{path}.*")
+def integers(schema: Schema, path: str) -> Iterator[tuple[str, Schema]]:
+    """Every integer node below ``schema``, by path."""
+    if schema.get("type") == "integer":
+        yield path, schema
+    for name, child in schema.get("properties", {}).items():
+        yield from integers(child, f"{path}.{name}")
+    for key in ("additionalProperties", "items"):
+        if isinstance(schema.get(key), dict):
+            yield from integers(schema[key], f"{path}.*")
 
+
+def test_every_spec_integer_is_non_negative(schema: Schema) -> None:
     found = dict(integers(node(schema, "spec"), "spec"))
     assert len(found) == 7
     assert {path: n.get("minimum") for path, n in found.items()} == dict.fromkeys(found, 0)
@@ -338,7 +343,7 @@ def test_pod_template_is_kept_whole(schema: Schema) -> None:
     assert template["type"] == "object"
     assert template["x-kubernetes-preserve-unknown-fields"] is True
     assert set(template["properties"]) == {"spec"}
-    assert set(template["properties"]["spec"]["properties"]) == {"containers"}
+    assert set(template["properties"]["spec"]["properties"]) == {"containers", "initContainers"}
 
 
 # -- printer columns ------------------------------------------------------------------------
@@ -486,6 +491,8 @@ def value_problems(schema: Schema, value: Any) -> Iterator[str]:
             yield "Invalid type: must be an integer or a string"
         elif isinstance(value, str) and not re.match(schema["pattern"], value):
             yield f"Invalid value: must match {schema['pattern']}"
+        elif isinstance(value, int) and value < schema.get("minimum", value):
+            yield f"Invalid value: should be greater than or equal to {schema['minimum']}"
         return
     expected = _TYPES.get(schema.get("type", ""))
     if expected and (not isinstance(value, expected) or (expected is int and value is True)):
@@ -497,6 +504,10 @@ def value_problems(schema: Schema, value: Any) -> Iterator[str]:
         yield f"Unsupported value: {value!r}"
     if "minimum" in schema and value < schema["minimum"]:
         yield f"Invalid value: should be greater than or equal to {schema['minimum']}"
+    if "maximum" in schema and value > schema["maximum"]:
+        yield f"Invalid value: should be less than or equal to {schema['maximum']}"
+    if "pattern" in schema and not re.search(schema["pattern"], value):
+        yield f"Invalid value: should match '{schema['pattern']}'"
     if "minLength" in schema and len(value) < schema["minLength"]:
         yield f"Invalid value: should be at least {schema['minLength']} chars long"
     if "maxLength" in schema and len(value) > schema["maxLength"]:
@@ -555,7 +566,11 @@ def _rule_errors(schema: Schema, value: Any, old: Any, path: str) -> Iterator[st
         # A rule that errors instead of answering would be a bug: let celpy raise.
         if _program(rule["rule"]).evaluate(activation) != celpy.celtypes.BoolType(True):
             where = _field_path(schema, path, rule["fieldPath"]) if "fieldPath" in rule else path
-            yield f"{where}: {rule['message']}"
+            message = rule["message"]
+            if "messageExpression" in rule:
+                message = str(_program(rule["messageExpression"]).evaluate(activation))
+            # The root's rules name their field in the message (see crd._name_rules).
+            yield f"{where}: {message}" if where else message
 
 
 def all_rules(schema: Schema, path: str = "") -> Iterator[tuple[str, Schema, dict[str, str]]]:
@@ -570,7 +585,7 @@ def all_rules(schema: Schema, path: str = "") -> Iterator[tuple[str, Schema, dic
 
 def test_every_rule_compiles_and_says_what_is_wrong(schema: Schema) -> None:
     rules = list(all_rules(schema))
-    assert len(rules) == 8
+    assert len(rules) == 10
     for path, rule_node, rule in rules:
         _program(rule["rule"])
         assert rule["message"] and "\n" not in rule["message"], path
@@ -799,3 +814,99 @@ def test_managed_by_is_immutable(
     new_obj = changed(("spec.runPolicy", new))
     assert admission_errors(schema, new_obj, old_obj) == expected
     assert admission_errors(schema, new_obj) == []  # creating it is fine
+
+
+BOUND_CASES = {
+    "spec.slotsPerWorker": 2**31,
+    "spec.runPolicy.backoffLimit": 2**31,
+    "spec.runPolicy.ttlSecondsAfterFinished": 2**31,
+    "spec.runPolicy.schedulingPolicy.minAvailable": 2**31,
+    f"{WORKER}.replicas": v2beta1.MAX_WORKERS + 1,
+    "spec.runPolicy.schedulingPolicy.minResources.cpu": "-1",
+}
+
+
+@pytest.mark.parametrize(("path", "value"), BOUND_CASES.items(), ids=list(BOUND_CASES))
+def test_bounds_refuse(schema: Schema, path: str, value: Any) -> None:
+    obj = changed((path, value))
+    assert [line.split(": ")[0] for line in admission_errors(schema, obj)] == [_api_path(path)]
+    assert operator_refuses(obj)
+
+
+def test_every_int32_has_its_go_types_maximum(schema: Schema) -> None:
+    found = dict(integers(schema, ""))
+    int32 = {path: n for path, n in found.items() if n.get("format") == "int32"}
+    assert int32 and all("maximum" in n for n in int32.values()), sorted(found)
+    # A float64 cannot hold 2^63-1: the API server would read it as -2^63.
+    assert "maximum" not in found[".spec.runPolicy.activeDeadlineSeconds"]
+    assert found[".spec.runPolicy.backoffLimit"]["maximum"] == 2**31 - 1
+    assert found[".spec.mpiReplicaSpecs.*.replicas"]["maximum"] == v2beta1.MAX_WORKERS
+
+
+def with_container(**fields: Any) -> dict[str, Any]:
+    return MPIJobWrapper().workers(1).containers("Worker", dict(fields)).obj()
+
+
+CONTAINER = "spec.mpiReplicaSpecs[Worker].template.spec.containers[0]"
+NAME_TOO_LONG = (
+    "metadata.name: too long: the last worker's pod name, <name>-worker-<replicas - 1>, must "
+    "be no more than 63 characters"
+)
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param(
+            MPIJobWrapper("pi-").obj(),
+            [
+                "metadata.name: must be a DNS-1035 label (lower case alphanumeric characters or "
+                "'-', starting with a letter and ending with an alphanumeric character): the "
+                "job's Service takes its name"
+            ],
+            id="name ending in a dash",
+        ),
+        pytest.param(
+            MPIJobWrapper("a" * 52).workers(10_000).obj(),
+            [NAME_TOO_LONG],
+            id="worker host names too long",
+        ),
+        pytest.param(
+            MPIJobWrapper("a" * 55).obj(),
+            [NAME_TOO_LONG],
+            id="launcher-only job with a long name",
+        ),
+        pytest.param(
+            with_container(image="x"), [f"{CONTAINER}.name: Required value"], id="no name"
+        ),
+        pytest.param(
+            with_container(name="w"), [f"{CONTAINER}.image: Required value"], id="no image"
+        ),
+        pytest.param(
+            with_container(name="Main", image="x"),
+            [f"{CONTAINER}.name: Invalid value: should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"],
+            id="name not a DNS label",
+        ),
+        pytest.param(
+            with_container(name="w", image="x", resources={"limits": {"memory": "-1Gi"}}),
+            [
+                f"{CONTAINER}.resources.limits[memory]: Invalid value: must match "
+                + crd.NON_NEGATIVE_QUANTITY_PATTERN
+            ],
+            id="negative limit",
+        ),
+        pytest.param(
+            with_container(name="w", image="x", resources={"requests": {"cpu": -2}}),
+            [
+                f"{CONTAINER}.resources.requests[cpu]: Invalid value: should be greater than "
+                "or equal to 0"
+            ],
+            id="negative integer request",
+        ),
+    ],
+)
+def test_template_and_name_rules_refuse(
+    schema: Schema, obj: dict[str, Any], expected: list[str]
+) -> None:
+    assert admission_errors(schema, obj) == expected
+    assert operator_refuses(obj)

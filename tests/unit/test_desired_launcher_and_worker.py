@@ -273,7 +273,7 @@ def test_new_launcher_and_worker(
     expected_launcher: dict[str, Any],
     expected_worker: dict[str, Any],
 ) -> None:
-    mpijob = job.job()
+    mpijob = job.defaulted()
     assert new_launcher_job(mpijob, ClusterFacts(), None) == expected_launcher
     assert new_worker_pod(mpijob, worker_index, ClusterFacts(), None) == expected_worker
 

@@ -84,3 +84,8 @@ def test_resources_compare_by_value(
     left: dict[str, object] | None, right: dict[str, object] | None, equal: bool
 ) -> None:
     assert resources_equal(left, right) is equal
+
+
+def test_a_sum_beyond_the_range_is_written_as_its_bound() -> None:
+    huge = Quantity.parse("8E").times(2) + Quantity.parse("1")
+    assert format_resources({"cpu": huge}) == {"cpu": "9223372036854775807"}

@@ -20,6 +20,7 @@ from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.objects import desired_objects
 from mpi_operator.runtime.client import ApiError
 from mpi_operator.sdk.errors import from_api_error
+from mpi_operator.sdk.offline import as_stored
 
 ROOT = Path(__file__).resolve().parents[2]
 PI_YAML = ROOT / "examples" / "pi" / "pi.yaml"
@@ -136,10 +137,11 @@ def test_validate_names_a_wrong_type() -> None:
 def test_render_is_what_the_operator_creates() -> None:
     job = load_example().pi_job().build()
     rendered = sdk.render(job, gang_scheduling="volcano", cluster_domain="cluster.local")
-    wire = job.to_dict()
-    wire["metadata"]["namespace"] = "default"
+    stored = as_stored(job.to_dict())
+    assert stored["metadata"]["namespace"] == "default"
+    assert stored["metadata"]["uid"]
     expected = desired_objects(
-        load_valid_mpijob(wire),
+        load_valid_mpijob(stored),
         ClusterFacts(cluster_domain="cluster.local"),
         select_gang_scheduler("volcano"),
     )

@@ -10,6 +10,11 @@ from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob, validate
 from mpi_operator.testing.wrappers import MPIJobWrapper, container
 
+QUANTITY_SYNTAX = (
+    ": must be a number with an optional suffix (m, k, Ki, M, Mi, G, Gi, ... or an exponent "
+    "such as e3), without spaces"
+)
+
 
 def errors_of(obj: dict[str, Any]) -> list[str]:
     return [str(error) for error in validate(parse_mpijob(obj))]
@@ -138,13 +143,16 @@ def test_valid_jobs_have_no_errors(job: MPIJobWrapper) -> None:
         ),
         (
             MPIJobWrapper().scheduling_policy(minResources={"cpu": "lots"}),
-            ['spec.runPolicy.schedulingPolicy.minResources[cpu]: invalid quantity "lots"'],
+            [
+                'spec.runPolicy.schedulingPolicy.minResources[cpu]: invalid quantity "lots"'
+                + QUANTITY_SYNTAX
+            ],
         ),
         (
             MPIJobWrapper().workers(1).containers("Worker", container(cpu="ten")),
             [
                 "spec.mpiReplicaSpecs[Worker].template.spec.containers[0].resources"
-                '.requests[cpu]: invalid quantity "ten"'
+                '.requests[cpu]: invalid quantity "ten"' + QUANTITY_SYNTAX
             ],
         ),
         (
@@ -200,7 +208,7 @@ def test_invalid_jobs_report_each_problem_by_field(job: MPIJobWrapper, expected:
         ("a" * 54, 11, False),  # worker-10 makes it 64
         ("1-foo", 1, False),
         ("Upper", 1, False),
-        ("trailing-", 1, True),  # "trailing--worker-0" is still a DNS-1035 label
+        ("trailing-", 1, False),  # "trailing--worker-0" is valid, the Service "trailing-" not
     ],
     ids=[
         "short name",

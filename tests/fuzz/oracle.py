@@ -1,0 +1,350 @@
+"""An offline model of what the API server refuses in the objects the operator creates.
+
+Written apart from the product on purpose: it restates Kubernetes' rules (names, labels,
+quantities, containers, volumes, DNS settings, integer ranges, object sizes) from the API's
+documentation, for the fields the operator writes or copies, so the fuzz suite can call an
+object "accepted but invalid" without asking the product whether it is valid. The e2e test
+``test_fuzz_oracle`` checks a sample of its verdicts against a real API server.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+INT32 = (0, 2**31 - 1)
+LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+SUBDOMAIN = re.compile(rf"{LABEL.pattern}(\.{LABEL.pattern})*")
+DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+KEY_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+QUANTITY = re.compile(
+    r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+)
+SUFFIX_EXPONENT = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+BINARY_POWER = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+MAX_QUANTITY = 2**63 - 1
+RESTART_POLICIES = {"Pod": {"Always", "OnFailure", "Never"}, "Job": {"OnFailure", "Never"}}
+
+
+def problems(obj: Mapping[str, Any]) -> list[str]:
+    """What the API server would refuse in one object the operator sends; empty if nothing."""
+    found = list(_json_problems(obj))
+    if found:
+        return found
+    obj = _without_nulls(obj)
+    kind = obj.get("kind")
+    found += _metadata_problems(obj.get("metadata") or {}, kind)
+    spec = obj.get("spec") or {}
+    if kind == "Pod":
+        found += _pod_spec_problems("spec", spec, "Pod")
+    elif kind == "Job":
+        found += _job_problems(spec)
+    elif kind == "ConfigMap":
+        found += _config_map_problems(obj.get("data") or {})
+    elif kind == "PodGroup":
+        found += _pod_group_problems(spec)
+    return found
+
+
+def _without_nulls(value: Any) -> Any:
+    """The object as Go decodes it: a null field is the field's zero value, as if absent."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
+
+
+def _json_problems(obj: Any) -> Iterator[str]:
+    try:
+        json.dumps(obj, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        yield f"not JSON: {error}"
+
+
+def _name_problem(value: Any, pattern: re.Pattern[str], limit: int) -> bool:
+    return not isinstance(value, str) or len(value) > limit or not pattern.fullmatch(value)
+
+
+def _metadata_problems(metadata: Mapping[str, Any], kind: Any) -> Iterator[str]:
+    name = metadata.get("name")
+    if kind == "Service":
+        if _name_problem(name, DNS1035, 63):
+            yield f"metadata.name {name!r}: not a DNS-1035 label"
+    elif kind == "Job":
+        # The Job controller labels its pods with the Job's name.
+        if _name_problem(name, SUBDOMAIN, 63):
+            yield f"metadata.name {name!r}: not a subdomain of at most 63 characters"
+    elif _name_problem(name, SUBDOMAIN, 253):
+        yield f"metadata.name {name!r}: not a DNS-1123 subdomain"
+    namespace = metadata.get("namespace")
+    if _name_problem(namespace, LABEL, 63):
+        yield f"metadata.namespace {namespace!r}: not a DNS-1123 label"
+    yield from _labels(metadata.get("labels"), "metadata.labels")
+    yield from _annotations(metadata.get("annotations"), "metadata.annotations")
+    yield from _owner_problems(metadata.get("ownerReferences"))
+
+
+def _owner_problems(references: Any) -> Iterator[str]:
+    if references is None:
+        return
+    if not isinstance(references, list):
+        yield "metadata.ownerReferences: not a list"
+        return
+    for reference in references:
+        for field in ("apiVersion", "kind", "name", "uid"):
+            if not isinstance(reference, dict) or not reference.get(field):
+                yield f"metadata.ownerReferences: {field} empty"
+    if sum(1 for r in references if isinstance(r, dict) and r.get("controller")) > 1:
+        yield "metadata.ownerReferences: more than one controller"
+
+
+def _key_problem(key: Any) -> bool:
+    if not isinstance(key, str):
+        return True
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or _name_problem(prefix, SUBDOMAIN, 253)):
+        return True
+    return not name or len(name) > 63 or not KEY_NAME.fullmatch(name)
+
+
+def _labels(labels: Any, where: str) -> Iterator[str]:
+    if labels is None:
+        return
+    if not isinstance(labels, dict):
+        yield f"{where}: not a map"
+        return
+    for key, value in labels.items():
+        if _key_problem(key):
+            yield f"{where} key {key!r} invalid"
+        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.fullmatch(value):
+            yield f"{where}[{key}] value {value!r} invalid"
+
+
+def _annotations(annotations: Any, where: str) -> Iterator[str]:
+    if annotations is None:
+        return
+    if not isinstance(annotations, dict):
+        yield f"{where}: not a map"
+        return
+    total = 0
+    for key, value in annotations.items():
+        if _key_problem(key):
+            yield f"{where} key {key!r} invalid"
+        if not isinstance(value, str):
+            yield f"{where}[{key}] not a string"
+            continue
+        total += len(key) + len(value)
+    if total > 256 * 1024:
+        yield f"{where}: larger than 256 KiB"
+
+
+def _int_problem(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
+
+
+def _job_problems(spec: Mapping[str, Any]) -> Iterator[str]:
+    for field in ("backoffLimit", "ttlSecondsAfterFinished"):
+        if field in spec and _int_problem(spec[field], *INT32):
+            yield f"spec.{field} {spec[field]!r}: not a non-negative int32"
+    if "activeDeadlineSeconds" in spec and _int_problem(
+        spec["activeDeadlineSeconds"], 0, 2**63 - 1
+    ):
+        yield f"spec.activeDeadlineSeconds {spec['activeDeadlineSeconds']!r}: out of range"
+    template = spec.get("template") or {}
+    yield from _owner_problems((template.get("metadata") or {}).get("ownerReferences"))
+    yield from _labels((template.get("metadata") or {}).get("labels"), "template labels")
+    yield from _annotations(
+        (template.get("metadata") or {}).get("annotations"), "template annotations"
+    )
+    yield from _pod_spec_problems("spec.template.spec", template.get("spec") or {}, "Job")
+
+
+def _pod_spec_problems(where: str, spec: Mapping[str, Any], kind: str) -> Iterator[str]:
+    volumes = spec.get("volumes") or []
+    if not isinstance(volumes, list):
+        yield f"{where}.volumes: not a list"
+        volumes = []
+    volume_names: set[str] = set()
+    for volume in volumes:
+        name = volume.get("name") if isinstance(volume, dict) else None
+        if _name_problem(name, LABEL, 63):
+            yield f"{where}.volumes: name {name!r} not a DNS label"
+        elif name in volume_names:
+            yield f"{where}.volumes: duplicate name {name!r}"
+        if isinstance(name, str):
+            volume_names.add(name)
+        if isinstance(volume, dict) and len([k for k in volume if k != "name"]) != 1:
+            yield f"{where}.volumes[{name}]: not exactly one volume source"
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        yield f"{where}.containers: none"
+        containers = []
+    init_containers = spec.get("initContainers") or []
+    if not isinstance(init_containers, list):
+        yield f"{where}.initContainers: not a list"
+        init_containers = []
+    names: set[str] = set()
+    for container in [*init_containers, *containers]:
+        yield from _container_problems(where, container, names, volume_names)
+    if spec.get("restartPolicy") not in RESTART_POLICIES[kind]:
+        yield f"{where}.restartPolicy {spec.get('restartPolicy')!r} not allowed in a {kind}"
+    for field, pattern, limit in (
+        ("hostname", LABEL, 63),
+        ("subdomain", LABEL, 63),
+        ("priorityClassName", SUBDOMAIN, 253),
+    ):
+        if field in spec and spec[field] != "" and _name_problem(spec[field], pattern, limit):
+            yield f"{where}.{field} {spec[field]!r} invalid"
+    if "schedulerName" in spec and not isinstance(spec["schedulerName"], str):
+        yield f"{where}.schedulerName not a string"
+    if "hostNetwork" in spec and not isinstance(spec["hostNetwork"], bool):
+        yield f"{where}.hostNetwork not a boolean"
+    yield from _dns_config_problems(where, spec.get("dnsConfig"))
+    yield from _resource_list_problems(f"{where}.overhead", spec.get("overhead"))
+
+
+def _container_problems(
+    where: str, container: Any, names: set[str], volumes: set[str]
+) -> Iterator[str]:
+    if not isinstance(container, dict):
+        yield f"{where}: container not an object"
+        return
+    name = container.get("name")
+    if _name_problem(name, LABEL, 63):
+        yield f"{where}: container name {name!r} not a DNS label"
+    elif name in names:
+        yield f"{where}: duplicate container name {name!r}"
+    else:
+        names.add(name)
+    image = container.get("image")
+    if not isinstance(image, str) or not image or image != image.strip():
+        yield f"{where}.{name}: image {image!r} missing or padded"
+    for field in ("command", "args", "env", "volumeMounts"):
+        if field in container and not isinstance(container[field], list):
+            yield f"{where}.{name}.{field}: not a list"
+    mount_paths: set[str] = set()
+    for mount in container.get("volumeMounts") or []:
+        if not isinstance(mount, dict):
+            yield f"{where}.{name}: mount not an object"
+            continue
+        if mount.get("name") not in volumes:
+            yield f"{where}.{name}: mount of unknown volume {mount.get('name')!r}"
+        path = mount.get("mountPath")
+        if not isinstance(path, str) or not path:
+            yield f"{where}.{name}: empty mountPath"
+        elif path in mount_paths:
+            yield f"{where}.{name}: duplicate mountPath {path!r}"
+        else:
+            mount_paths.add(path)
+    resources = container.get("resources")
+    if resources is None:
+        return
+    if not isinstance(resources, dict):
+        yield f"{where}.{name}.resources: not an object"
+        return
+    requests = yield from _resource_list_problems(
+        f"{where}.{name}.requests", resources.get("requests")
+    )
+    limits = yield from _resource_list_problems(f"{where}.{name}.limits", resources.get("limits"))
+    for resource, amount in requests.items():
+        if resource in limits and amount > limits[resource]:
+            yield f"{where}.{name}: {resource} request above its limit"
+
+
+def quantity_value(raw: Any) -> Decimal | None:
+    """The value the API server reads, or None when it refuses the quantity."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        text = str(raw)
+    elif isinstance(raw, float):
+        if not math.isfinite(raw):
+            return None
+        text = repr(raw)
+    elif isinstance(raw, str):
+        text = raw.strip()  # the API server trims JSON string quantities
+    else:
+        return None
+    match = QUANTITY.fullmatch(text)
+    if not match:
+        return None
+    number_text = match.group(0)[: len(match.group(0)) - len(match.group(3) or "")]
+    suffix = match.group(3) or ""
+    try:
+        number = Decimal(number_text)
+        if suffix in BINARY_POWER:
+            value = number * Decimal(1024) ** BINARY_POWER[suffix]
+        elif suffix in SUFFIX_EXPONENT or suffix == "":
+            value = number.scaleb(SUFFIX_EXPONENT.get(suffix, 0))
+        else:
+            exponent = int(suffix[1:])
+            if abs(exponent) > 400:
+                return None if number != 0 else Decimal(0)
+            value = number.scaleb(exponent)
+    except (InvalidOperation, ValueError):
+        return None
+    return value
+
+
+def _resource_list_problems(where: str, resources: Any) -> Any:
+    """Yields problems; returns the valid amounts (a generator used with ``yield from``)."""
+    amounts: dict[str, Decimal] = {}
+    if resources is None:
+        return amounts
+    if not isinstance(resources, dict):
+        yield f"{where}: not a map"
+        return amounts
+    for resource, raw in resources.items():
+        value = quantity_value(raw)
+        if value is None:
+            yield f"{where}[{resource}] {raw!r}: not a quantity"
+        elif value < 0:
+            yield f"{where}[{resource}] {raw!r}: negative"
+        elif abs(value) > MAX_QUANTITY:
+            yield f"{where}[{resource}] {raw!r}: beyond 2^63-1"
+        else:
+            amounts[resource] = value
+    return amounts
+
+
+def _dns_config_problems(where: str, dns_config: Any) -> Iterator[str]:
+    if dns_config is None:
+        return
+    if not isinstance(dns_config, dict):
+        yield f"{where}.dnsConfig: not an object"
+        return
+    searches = dns_config.get("searches") or []
+    if not isinstance(searches, list):
+        yield f"{where}.dnsConfig.searches: not a list"
+        return
+    if len(searches) > 32:
+        yield f"{where}.dnsConfig.searches: more than 32"
+    if all(isinstance(s, str) for s in searches) and len(" ".join(searches)) > 2048:
+        yield f"{where}.dnsConfig.searches: more than 2048 characters"
+    for search in searches:
+        if not isinstance(search, str) or _name_problem(search.removesuffix("."), SUBDOMAIN, 253):
+            yield f"{where}.dnsConfig.searches: {search!r} not a domain"
+
+
+def _config_map_problems(data: Mapping[str, Any]) -> Iterator[str]:
+    size = 0
+    for key, value in data.items():
+        if _name_problem(key, CONFIG_MAP_KEY, 253):
+            yield f"data key {key!r} invalid"
+        size += len(str(value).encode())
+    if size > 1024 * 1024:
+        yield f"data: {size} bytes, more than 1 MiB"
+
+
+def _pod_group_problems(spec: Mapping[str, Any]) -> Iterator[str]:
+    for field in ("minMember", "scheduleTimeoutSeconds"):
+        if field in spec and _int_problem(spec[field], *INT32):
+            yield f"spec.{field} {spec[field]!r}: not a non-negative int32"
+    yield from _resource_list_problems("spec.minResources", spec.get("minResources"))

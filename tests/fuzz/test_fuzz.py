@@ -1,0 +1,88 @@
+"""The fuzz suite's fixed-seed short run, part of every test run (``make fuzz`` runs it long).
+
+Hypothesis draws the same examples on every run (derandomized), so a failure here reproduces
+as is; the budget keeps the whole file well under a minute.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from .harness import FAILURES, REFUSED, VALID, Tally, run_example
+from .jobs import Example, examples
+from .oracle import problems
+
+TIME_LIMIT = 10.0
+BUDGET = 200
+_tally = Tally()
+
+
+@settings(
+    max_examples=BUDGET,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(examples())
+def test_no_input_ends_in_a_traceback_a_hang_or_an_invalid_object(example: Example) -> None:
+    for outcome in run_example(example, TIME_LIMIT):
+        _tally.add(example, outcome)
+        assert outcome.category not in FAILURES, f"{outcome.path}: {outcome.detail}"
+
+
+def test_the_short_run_reaches_both_outcomes() -> None:
+    # Runs after the property above (file order): a generator that only ever produced
+    # refusals, or only valid jobs, would test little.
+    if not _tally.counts:
+        pytest.skip("runs only together with the property test")
+    assert _tally.counts[VALID] > BUDGET // 20
+    assert _tally.counts[REFUSED] > BUDGET // 5
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (
+            {"kind": "Service", "metadata": {"name": "a-", "namespace": "ns"}},
+            "metadata.name 'a-': not a DNS-1035 label",
+        ),
+        (
+            {
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]},
+            },
+            "spec.c: image None missing or padded",
+        ),
+        (
+            {
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "i",
+                            "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}},
+                        }
+                    ],
+                },
+            },
+            "spec.c: cpu request above its limit",
+        ),
+        (
+            {
+                "kind": "PodGroup",
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"minMember": 2**31},
+            },
+            "spec.minMember 2147483648: not a non-negative int32",
+        ),
+    ],
+    ids=["service name", "image", "request above limit", "int32 overflow"],
+)
+def test_the_oracle_is_not_vacuous(obj: dict[str, object], expected: str) -> None:
+    assert expected in problems(obj)
