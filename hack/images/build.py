@@ -112,16 +112,10 @@ def _mpi_image(
     return Image(name, layers, entrypoint, ["bash"], "", env, MPIUSER_HOME)
 
 
-# Debian's MPICH talks through UCX. Pods on one machine share its boot id, so UCX takes them
-# for one host and tries shared memory across their separate PID and IPC namespaces; about one
-# run in two then hangs in MPI_Finalize. TCP is what ranks in different pods can always use.
-MPICH_ENV = [f"PATH={DEFAULT_PATH}", "UCX_TLS=tcp"]
 ENTRYPOINT = ["/entrypoint.sh"]
 BASES = {
     "openmpi": _mpi_image("docker.io/mpioperator/openmpi:latest", ["base-openmpi"]),
-    "mpich": _mpi_image(
-        "docker.io/mpioperator/mpich:latest", ["base-mpich"], MPICH_ENV, ENTRYPOINT
-    ),
+    "mpich": _mpi_image("docker.io/mpioperator/mpich:latest", ["base-mpich"], None, ENTRYPOINT),
     "openmpi5": _mpi_image("docker.io/mpioperator/openmpi5:latest", ["base-ssh", "openmpi5"]),
     "intel": _mpi_image(
         "docker.io/mpioperator/intel:latest", ["base-ssh", "intel"], INTEL_ENV, ENTRYPOINT

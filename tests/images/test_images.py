@@ -222,8 +222,9 @@ mount -t tmpfs -o mode=0700,uid=1000,gid=1000 tmpfs {r}/home/mpiuser/.ssh
 printf '%s\\n' {" ".join(shlex.quote(h) for h in hosts)} > {r}/tmp/hosts
 mkdir -p {r}/etc/mpi && mount -t tmpfs tmpfs {r}/etc/mpi
 printf '%s\\n' {" ".join(shlex.quote(line) for line in hostfile)} > {r}/etc/mpi/hostfile
-touch {r}/etc/hosts
+touch {r}/etc/hosts {r}/etc/resolv.conf {r}/tmp/resolv.conf
 mount --bind {r}/tmp/hosts {r}/etc/hosts
+mount --bind {r}/tmp/resolv.conf {r}/etc/resolv.conf
 chroot --userspec=1000:1000 {r} ssh-keygen -q -t rsa -b 2048 -N '' -f /home/mpiuser/.ssh/id_rsa
 cp {r}/home/mpiuser/.ssh/id_rsa.pub {r}/home/mpiuser/.ssh/authorized_keys
 ip link set lo up
