@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+
+from mpi_operator.api import dns
 
 
 @dataclass(frozen=True)
@@ -24,3 +26,13 @@ class ClusterFacts:
         if not class_name:
             return self.default_priority
         return self.priority_classes.get(class_name, self.default_priority)
+
+
+def rendering_flag_problems(gang_scheduling: str, cluster_domain: str) -> Iterator[str]:
+    """Flags whose values land in every pod: a scheduler name and a DNS search domain."""
+    if gang_scheduling:
+        for problem in dns.dns1123_subdomain(gang_scheduling):
+            yield f"--gang-scheduling {gang_scheduling!r}: a scheduler name {problem}"
+    if cluster_domain:
+        for problem in dns.dns1123_subdomain(cluster_domain):
+            yield f"--cluster-domain {cluster_domain!r}: a DNS domain {problem}"

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from mpi_operator.api import dns
+from mpi_operator.desired.facts import rendering_flag_problems
 
 DEFAULT_LEASE_NAME: Final = "mpi-operator"
 
@@ -163,13 +163,3 @@ def _problems(options: Options) -> Iterator[str]:
     if options.leader_elect and not options.lock_namespace:
         yield "--lock-namespace: must not be empty while --leader-elect is true"
     yield from rendering_flag_problems(options.gang_scheduling, options.cluster_domain)
-
-
-def rendering_flag_problems(gang_scheduling: str, cluster_domain: str) -> Iterator[str]:
-    """Flags whose values land in every pod: a scheduler name and a DNS search domain."""
-    if gang_scheduling:
-        for problem in dns.dns1123_subdomain(gang_scheduling):
-            yield f"--gang-scheduling {gang_scheduling!r}: a scheduler name {problem}"
-    if cluster_domain:
-        for problem in dns.dns1123_subdomain(cluster_domain):
-            yield f"--cluster-domain {cluster_domain!r}: a DNS domain {problem}"

@@ -15,9 +15,8 @@ from mpi_operator.api.errors import FieldError, InvalidMPIJobError
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob
 from mpi_operator.api.validation import validate as _rules
-from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.desired.facts import ClusterFacts, rendering_flag_problems
 from mpi_operator.desired.objects import iter_desired_objects, render_errors
-from mpi_operator.operator.options import rendering_flag_problems
 
 
 class _Buildable(Protocol):

@@ -30,10 +30,9 @@ import yaml
 from gang import select_gang_scheduler
 from mpi_operator.cli import main
 from mpi_operator.controller.plan import SyncContext, plan_sync
-from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.desired.facts import ClusterFacts, rendering_flag_problems
 from mpi_operator.desired.ssh import SSHKeyPair
 from mpi_operator.manifest import ManifestError, read_documents
-from mpi_operator.operator.options import rendering_flag_problems
 from mpi_operator.testing.view import MemoryView
 
 from .jobs import Example
