@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from .clusters import ClusterProvider, E2ECluster
+from .operator import OperatorProcess
 
 # --- fixtures ---------------------------------------------------------------
 
@@ -35,6 +36,18 @@ def cluster_provider() -> Iterator[ClusterProvider]:
 def local_cluster(cluster_provider: ClusterProvider) -> Callable[[str], E2ECluster]:
     """Factory: ``local_cluster("volcano")`` returns the session's cluster of that flavour."""
     return cluster_provider.get
+
+
+@pytest.fixture(scope="module")
+def operator(
+    local_cluster: Callable[[str], E2ECluster], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The operator on the default cluster, one process per test module (a module that needs
+    other flags or another cluster defines its own)."""
+    process = OperatorProcess(local_cluster("default"), tmp_path_factory.mktemp("operator"))
+    process.start()
+    yield process
+    assert process.stop() == 0, process.log_tail()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ and deletion races. One operator process serves the module; tests that stop it s
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -29,16 +28,6 @@ from .operator import (
 )
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def operator(
-    local_cluster: Callable[[str], E2ECluster], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(local_cluster("default"), tmp_path_factory.mktemp("operator"))
-    process.start()
-    yield process
-    assert process.stop() == 0, process.log_tail()
 
 
 def test_pi_example_goes_created_running_succeeded(

@@ -3,7 +3,7 @@ sees when it submits, watches, suspends and deletes jobs, and the shipped SDK ex
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,16 +13,6 @@ from .clusters import SIM, E2ECluster, wait_until
 from .operator import OperatorProcess, pods_of, run_pi_example
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def operator(
-    local_cluster: Callable[[str], E2ECluster], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(local_cluster("default"), tmp_path_factory.mktemp("operator"))
-    process.start()
-    yield process
-    assert process.stop() == 0, process.log_tail()
 
 
 @pytest.fixture
@@ -103,11 +93,16 @@ def test_the_api_servers_refusals_carry_its_message_and_field_paths(
         jobs.submit(small_job("twice"))
     assert again.value.status == 409
     assert '"twice" already exists' in again.value.message
-    # Labels are the API server's business, not the operator's rules.
+    # Finalizers are the API server's business, not the operator's rules.
+    finalized = small_job("finalized").to_dict()
+    finalized["metadata"]["finalizers"] = ["not a valid finalizer!"]
+    assert sdk.validate(finalized) == []
     with pytest.raises(sdk.ApiServerError) as invalid:
-        jobs.submit(small_job("labelled").label("team", "not a valid value!"))
+        jobs.submit(finalized)
     assert invalid.value.status == 422
-    assert "metadata.labels" in [cause.path for cause in invalid.value.causes]
+    assert any(cause.path.startswith("metadata.finalizers") for cause in invalid.value.causes), (
+        invalid.value.causes
+    )
 
 
 def test_suspend_and_resume(
