@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client as k8s
@@ -195,6 +195,34 @@ def describe(cluster: E2ECluster, namespace: str) -> str:
     return "\n  " + "\n  ".join(lines)
 
 
+T = TypeVar("T")
+
+
+def retry_gang_until(
+    cluster: E2ECluster,
+    namespace: str,
+    name: str,
+    done: Callable[[], T | None],
+    timeout: float = 90,
+    every: float = 5,
+) -> T:
+    """Wait for ``done``, touching the waiting gang every ``every`` seconds meanwhile: one
+    touch can be lost to the plugin's own PodGroup cache (see ``retry_gang``)."""
+    last_touch = -every
+
+    def attempt() -> T | None:
+        nonlocal last_touch
+        value = done()
+        if value:
+            return value
+        if time.monotonic() - last_touch >= every:
+            retry_gang(cluster, namespace, name)
+            last_touch = time.monotonic()
+        return None
+
+    return wait_until(attempt, timeout, message=lambda: describe(cluster, namespace))
+
+
 @dataclass
 class Placements:
     """Samples how many pods of each gang are bound, to catch a gang placed only in part.
@@ -286,8 +314,7 @@ def test_a_gang_that_does_not_fit_binds_no_pod_until_a_node_is_added(
     assert running is None or running["status"] == "False", running
 
     node_factory(c, new_node_name(), cpu=str(NODE_CPU), memory="32Gi")
-    retry_gang(c, ns, "big")
-    wait_until(lambda: placements.placed("big"), 90, message=lambda: describe(c, ns))
+    retry_gang_until(c, ns, "big", lambda: placements.placed("big"))
     wait_for_condition(c, ns, "big", "Succeeded", operator=gang.operator)
     done = wait_for_condition(c, ns, "big", CONDITION_GANG_SCHEDULED, operator=gang.operator)
     assert condition(done, CONDITION_GANG_SCHEDULED)["reason"] == "PodGroupRunning"  # type: ignore[index]
@@ -328,8 +355,7 @@ def test_of_two_gangs_with_room_for_one_one_runs_whole_and_the_other_waits_whole
         lambda: not pods_of(c, ns, winner, "worker"), 60, message=f"{winner}'s workers to go"
     )
     # Coscheduling is not woken by the winner's pods going away.
-    retry_gang(c, ns, loser)
-    wait_until(lambda: placements.placed(loser), 90, message=lambda: describe(c, ns))
+    retry_gang_until(c, ns, loser, lambda: placements.placed(loser))
     wait_for_condition(c, ns, loser, CONDITION_GANG_SCHEDULED, operator=gang.operator)
     finish_launcher(c, ns, loser)
     wait_for_condition(c, ns, loser, "Succeeded", operator=gang.operator)
@@ -373,8 +399,8 @@ def test_min_resources_larger_than_the_cluster_hold_the_gang_until_removed(
     # Coscheduling is woken by the update but reads the PodGroup through a cache of its own,
     # which may not have the new spec yet; it then turns the gang down on the old
     # minResources and waits for the next event.
-    retry_gang(c, ns, "reserved")
     assert "memory" not in after["spec"]["minResources"]
+    retry_gang_until(c, ns, "reserved", lambda: placements.bound("reserved") == 3)
     wait_for_condition(c, ns, "reserved", "Succeeded", operator=gang.operator)
     placements.assert_never_half_placed()
 
@@ -674,7 +700,6 @@ def test_coscheduling_retries_the_whole_gang_when_its_schedule_timeout_expires(
     gang_waits(c, ns, "patient", "PodGroupScheduling")
 
     node_factory(c, new_node_name(), cpu=str(NODE_CPU), memory="32Gi")
-    retry_gang(c, ns, "patient")
-    wait_until(lambda: placements.placed("patient"), 90, message=lambda: describe(c, ns))
+    retry_gang_until(c, ns, "patient", lambda: placements.placed("patient"))
     wait_for_condition(c, ns, "patient", "Succeeded", operator=gang.operator)
     placements.assert_never_half_placed()
