@@ -137,10 +137,14 @@ def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -
         return plan
     if (raw.metadata or {}).get("deletionTimestamp"):
         return plan
-    errors = validate(raw) or render_errors(with_defaults(raw), ctx.facts)
+    errors = validate(raw)
     if errors:
         return _invalid(plan, errors)
-    return _Sync(with_defaults(raw), view, ctx, plan).run()
+    job = with_defaults(raw)
+    errors = render_errors(job, ctx.facts)
+    if errors:
+        return _invalid(plan, errors)
+    return _Sync(job, view, ctx, plan).run()
 
 
 def _invalid(plan: Plan, errors: Sequence[FieldError]) -> Plan:
