@@ -120,5 +120,10 @@ def _too_far(event: yaml.Event, problem: str) -> None:
 def _yaml_problem(error: yaml.YAMLError) -> str:
     if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
         mark = error.problem_mark
-        return f"not valid YAML: {error.problem} (line {mark.line + 1}, column {mark.column + 1})"
+        problem = error.problem
+        if problem is not None and "maximum nesting depth" in problem:
+            # libyaml 0.2.6 scans ahead and stops at its own limit (1,000) before our depth
+            # check sees the events; anything that deep is beyond MAX_YAML_DEPTH too.
+            problem = f"nested more than {MAX_YAML_DEPTH} levels"
+        return f"not valid YAML: {problem} (line {mark.line + 1}, column {mark.column + 1})"
     return "not valid YAML: " + " ".join(str(error).split())
