@@ -14,8 +14,8 @@ from typing import Any
 
 from gang.pod_requests import Amounts, add, pod_requests, scaled
 from mpi_operator.api import constants as c
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob, SchedulingPolicy
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.quantity import Quantity
 
 

@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 from gang import ClusterResource, GangState, Lookup, PodGroupResource
 from gang.members import min_member
+from mpi_operator.api import names
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.desired import names
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.quantity import InvalidQuantityError, Quantity
 
 # Turns one spec field into a value that compares equal exactly when the API means the same.

@@ -9,8 +9,8 @@ from gang import GangState, PodGroupResource
 from gang.members import min_resources, scheduling_policy
 from gang.pod_group import PodGroupScheduler, optional, resource_list, same_spec, scalar
 from gang.pod_template import assign_to_gang
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.quantity import format_resources
 
 POD_GROUP_RESOURCE: Final = PodGroupResource(group="scheduling.x-k8s.io", version="v1alpha1")

@@ -10,8 +10,8 @@ from gang.members import min_resources, scheduling_policy, template_priority_cla
 from gang.pod_group import PodGroupScheduler, optional_resource_list, same_spec, scalar
 from gang.pod_template import assign_to_gang
 from mpi_operator.api import constants as c
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.quantity import format_resources
 
 SCHEDULER_NAME: Final = "volcano"

@@ -17,6 +17,8 @@ from typing import Any, Final, Literal, Protocol
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
+from mpi_operator.api import names
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import with_defaults
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError
 from mpi_operator.api.meta import is_controlled_by
@@ -33,9 +35,7 @@ from mpi_operator.controller.status import (
     mark_created,
     truncate,
 )
-from mpi_operator.desired import names
 from mpi_operator.desired.config import new_config_map
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.launcher import (
     launcher_pod_template,
     new_launcher_job,

@@ -10,11 +10,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
+from mpi_operator.api import names
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.desired import names
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.pod_templates import launcher_runs_as_worker
 
 MAX_CONFIG_MAP_BYTES: Final = 1024 * 1024

@@ -6,10 +6,11 @@ from typing import Any, Final
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
+from mpi_operator.api import names
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.desired import names, pod_templates
-from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.desired import pod_templates
 
 HOSTFILE_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
 # Workers may not be resolvable yet when mpirun starts; ssh retries instead of failing.

@@ -7,10 +7,10 @@ from typing import Any
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import FieldError
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired.config import config_map_errors, new_config_map
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.launcher import new_launcher_job
 from mpi_operator.desired.pod_templates import dns_search_errors, is_suspended
 from mpi_operator.desired.service import new_service

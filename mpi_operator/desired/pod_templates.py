@@ -13,13 +13,12 @@ from typing import Any, Final
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
-from mpi_operator.api import dns
+from mpi_operator.api import dns, names
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import FieldError, quoted
 from mpi_operator.api.meta import controller_reference
 from mpi_operator.api.pod_template import MAX_DNS_SEARCH_CHARACTERS, MAX_DNS_SEARCHES, searches_of
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
-from mpi_operator.desired import names
-from mpi_operator.desired.facts import ClusterFacts
 
 SSH_PRIVATE_KEY: Final = "ssh-privatekey"
 SSH_PUBLIC_KEY: Final = "ssh-publickey"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from mpi_operator.api import constants as c
+from mpi_operator.api import names
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.desired import names
 from mpi_operator.desired.pod_templates import launcher_runs_as_worker
 
 

@@ -10,9 +10,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from mpi_operator.api import constants as c
+from mpi_operator.api import names
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.desired import names
 from mpi_operator.desired.pod_templates import SSH_PRIVATE_KEY, SSH_PUBLIC_KEY
 
 SSH_AUTH_SECRET_TYPE: Final = "kubernetes.io/ssh-auth"

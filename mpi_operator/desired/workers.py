@@ -6,9 +6,10 @@ from typing import Any, Final
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
+from mpi_operator.api import names
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.desired import names, pod_templates
-from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.desired import pod_templates
 
 DEFAULT_WORKER_COMMAND: Final = ("/usr/sbin/sshd", "-De")
 

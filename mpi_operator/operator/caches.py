@@ -14,8 +14,8 @@ from typing import Any, Final
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.runtime.client import (
     CONFIGMAPS,
     JOBS,

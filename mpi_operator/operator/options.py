@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from mpi_operator.desired.facts import rendering_flag_problems
+from mpi_operator.api.cluster import rendering_flag_problems
 
 DEFAULT_LEASE_NAME: Final = "mpi-operator"
 

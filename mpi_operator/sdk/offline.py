@@ -11,11 +11,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final, Protocol
 
 from gang import select_gang_scheduler
+from mpi_operator.api.cluster import ClusterFacts, rendering_flag_problems
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob
 from mpi_operator.api.validation import validate as _rules
-from mpi_operator.desired.facts import ClusterFacts, rendering_flag_problems
 from mpi_operator.desired.objects import iter_desired_objects, render_errors
 
 

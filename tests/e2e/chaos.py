@@ -30,8 +30,8 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from mpi_operator.api import constants as c
+from mpi_operator.api import names
 from mpi_operator.api.validation import load_valid_mpijob
-from mpi_operator.desired import names
 from mpi_operator.runtime.objects import controller_ref
 
 from .clusters import SIM, E2ECluster, load_cluster_tool, wait_until

@@ -28,9 +28,9 @@ from typing import Any
 import yaml
 
 from gang import select_gang_scheduler
+from mpi_operator.api.cluster import ClusterFacts, rendering_flag_problems
 from mpi_operator.cli import main
 from mpi_operator.controller.plan import SyncContext, plan_sync
-from mpi_operator.desired.facts import ClusterFacts, rendering_flag_problems
 from mpi_operator.desired.ssh import SSHKeyPair
 from mpi_operator.manifest import ManifestError, read_documents
 from mpi_operator.testing.view import MemoryView

@@ -3,7 +3,7 @@ gang's size and of every scheduler's PodGroup, which must agree on them."""
 
 from __future__ import annotations
 
-from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.testing.wrappers import MPIJobWrapper, container
 
 HIGH_AND_LOW = ClusterFacts(priority_classes={"high": 100010, "low": 10010})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.desired.config import discover_hosts_script, hostfile, new_config_map
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.testing.wrappers import MPIJobWrapper, child_labels, owner_references
 
 NO_DOMAIN = ClusterFacts()

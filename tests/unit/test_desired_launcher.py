@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mpi_operator.api import constants as c
-from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.desired.launcher import (
     launcher_pod_template,
     new_launcher_job,

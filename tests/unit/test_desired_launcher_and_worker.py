@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mpi_operator.api import constants as c
-from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.desired.launcher import new_launcher_job
 from mpi_operator.desired.workers import new_worker_pod
 from mpi_operator.testing.wrappers import MPIJobWrapper, child_labels, owner_references

@@ -14,10 +14,10 @@ from golden import assert_matches_golden
 
 from gang import GangState, PodGroupResource
 from mpi_operator.api import constants as c
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.meta import is_controlled_by
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.cli import dump_objects
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.objects import desired_objects
 from mpi_operator.desired.ssh import SSHKeyPair
 from mpi_operator.testing.wrappers import MPIJobWrapper

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.validation import load_valid_mpijob
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.workers import new_worker_pod
 from mpi_operator.testing.wrappers import MPIJobWrapper
 

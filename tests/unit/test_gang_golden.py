@@ -16,7 +16,7 @@ import yaml
 from gang import GangScheduler
 from gang.coscheduling import CoschedulingScheduler
 from gang.volcano import VolcanoScheduler
-from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 GOLDEN_DIR = Path(__file__).parent / "golden" / "gang"

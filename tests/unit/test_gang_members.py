@@ -14,7 +14,7 @@ from gang.members import (
     min_resources,
     placement_order,
 )
-from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.quantity import format_resources
 from mpi_operator.testing.wrappers import MPIJobWrapper
 

@@ -15,8 +15,8 @@ from gang_jobs import HIGH_AND_LOW, two_container_workers, two_of_a_hundred_and_
 from gang import GangScheduler, select_gang_scheduler
 from gang.coscheduling import CoschedulingScheduler
 from gang.volcano import VolcanoScheduler
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.validation import parse_mpijob, validate
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.testing.wrappers import (
     MPIJobWrapper,
     child_labels,

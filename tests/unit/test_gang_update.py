@@ -11,7 +11,7 @@ import pytest
 from gang import GangScheduler
 from gang.coscheduling import CoschedulingScheduler
 from gang.volcano import VolcanoScheduler
-from mpi_operator.desired.facts import ClusterFacts
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 VOLCANO = VolcanoScheduler()

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from gang import select_gang_scheduler
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.controller.plan import Plan, SyncContext, plan_sync
-from mpi_operator.desired.facts import ClusterFacts
 from mpi_operator.desired.ssh import SSHKeyPair
 from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import MPIJobWrapper
