@@ -4,7 +4,7 @@
 #   make cluster-build
 #   make cluster-up SCHEDULER=default|volcano|scheduler-plugins \
 #        [NAME=mpi-volcano] [NODES=2] [NODE_CPU=8] [NODE_MEMORY=32Gi] [NODE_GPU=0] \
-#        [REAL_NODES=0]
+#        [REAL_NODES=0] [KUEUE=1]
 #   make cluster-down [SCHEDULER=...|NAME=...]   (no argument: every local cluster)
 #   make cluster-status
 
@@ -22,7 +22,8 @@ cluster-up: venv
 		$(if $(NODE_CPU),--node-cpu $(NODE_CPU)) \
 		$(if $(NODE_MEMORY),--node-memory $(NODE_MEMORY)) \
 		$(if $(NODE_GPU),--node-gpu $(NODE_GPU)) \
-		$(if $(REAL_NODES),--real-nodes $(REAL_NODES))
+		$(if $(REAL_NODES),--real-nodes $(REAL_NODES)) \
+		$(if $(filter 1,$(KUEUE)),--kueue)
 
 cluster-down: venv
 	@$(PY) $(CLUSTER_TOOL) down \

@@ -11,14 +11,15 @@ in the Go module cache, never copied into the repository.
 
     localcluster.py up [--scheduler default|volcano|scheduler-plugins] [--name N]
                        [--nodes 2] [--node-cpu 8] [--node-memory 32Gi] [--node-gpu 0]
-                       [--real-nodes 0] [--images-dir DIR]
+                       [--real-nodes 0] [--images-dir DIR] [--kueue]
     localcluster.py down [--name N | --scheduler S | --all]
     localcluster.py status [--name N]
     localcluster.py add-node --name N NODE [--cpu ..] [--memory ..] [--gpu ..]
 
 `--real-nodes N` adds N real nodes beside the fake ones: a kubelet with its own
 containerd each, pods on a bridge private to the cluster, and CoreDNS for the
-cluster domain (see realnodes.py).
+cluster domain (see realnodes.py). `--kueue` adds Kueue's controller manager,
+admitting MPIJobs that name a LocalQueue (see kueue.py).
 
 `up` prints `export KUBECONFIG=<path>` as its last line. Every process a
 cluster runs is recorded with its pid and kernel start time, so `down` stops
@@ -47,10 +48,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import kueue
 import realnodes
 import yaml
 
 HERE = Path(__file__).resolve().parent
+# Kueue admits MPIJobs only when their CRD is there before it starts.
+MPIJOB_CRD = HERE.parent.parent / "crds" / "kubeflow.org_mpijobs.yaml"
 IMAGES_TOOL = HERE.parent / "images" / "build.py"
 # A directory of image tarballs to import instead of what IMAGES_TOOL builds.
 IMAGES_DIR_ENV = "MPI_OPERATOR_IMAGES_DIR"
@@ -116,6 +120,19 @@ def bin_dir(build: bool = True, real_nodes: bool = False) -> Path:
     log(f"binaries missing in {path}; building (a cold build takes 20-40 minutes)")
     # Build output goes to stderr so that `up` keeps the export line last on stdout.
     subprocess.run(["bash", str(script), *extra], check=True, stdout=sys.stderr)
+    return path
+
+
+def kueue_dir(build: bool = True) -> Path:
+    """Kueue's binary and manifests (build-kueue.sh), built first if missing."""
+    script = HERE / "build-kueue.sh"
+    path = Path(subprocess.check_output(["bash", str(script), "--print"], text=True).strip())
+    if (path / ".complete").is_file():
+        return path
+    if not build:
+        raise ClusterError(f"Kueue is not built in {path}; run `bash {script}`")
+    log(f"Kueue missing in {path}; building (a cold build takes about 5 minutes)")
+    subprocess.run(["bash", str(script)], check=True, stdout=sys.stderr)
     return path
 
 
@@ -279,6 +296,8 @@ class ClusterInfo:
     # Real nodes: how many, and the pod network they share (bridge, subnet).
     real_nodes: int = 0
     network: dict[str, str] | None = None
+    # Kueue's controller manager runs beside the scheduler (admission, not scheduling).
+    kueue: bool = False
 
     @classmethod
     def load(cls, name: str) -> ClusterInfo | None:
@@ -348,6 +367,14 @@ class Cluster:
             raise ClusterError(f"{name} exited at once; see {logs / (name + '.log')}")
         self.add_process(proc)
         return proc
+
+    def wait_healthy(self, name: str, url: str, timeout: float = 60) -> None:
+        """Waits until process ``name`` answers 200 at ``url``; on timeout the error holds
+        the tail of its log."""
+        check = https_ok if url.startswith("https:") else http_ok
+        wait_for(
+            f"{name} {url}", lambda: check(url), timeout, on_timeout=lambda: self.log_tail(name)
+        )
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.dir / "logs" / f"{name}.log"
@@ -612,18 +639,8 @@ def start_scheduler_plugins(cluster: Cluster, mods: dict[str, Path]) -> None:
         ],
         env={"KUBECONFIG": cluster.kubeconfig},
     )
-    wait_for(
-        "scheduler-plugins scheduler /readyz",
-        lambda: https_ok(f"https://127.0.0.1:{sched_port}/readyz"),
-        timeout=60,
-        on_timeout=lambda: cluster.log_tail("sp-scheduler"),
-    )
-    wait_for(
-        "scheduler-plugins controller /readyz",
-        lambda: http_ok(f"http://127.0.0.1:{probe_port}/readyz"),
-        timeout=60,
-        on_timeout=lambda: cluster.log_tail("sp-controller"),
-    )
+    cluster.wait_healthy("sp-scheduler", f"https://127.0.0.1:{sched_port}/readyz")
+    cluster.wait_healthy("sp-controller", f"http://127.0.0.1:{probe_port}/readyz")
 
 
 def start_volcano(cluster: Cluster, mods: dict[str, Path]) -> None:
@@ -665,6 +682,48 @@ def start_volcano(cluster: Cluster, mods: dict[str, Path]) -> None:
         on_timeout=lambda: (
             cluster.log_tail("vc-scheduler") + cluster.log_tail("vc-controller-manager")
         ),
+    )
+
+
+# --- admission ---------------------------------------------------------------
+
+
+def start_kueue(cluster: Cluster, directory: Path) -> None:
+    """Kueue's controller manager on loopback, its CRDs converted and its webhooks served
+    there (see kueue.py), with the MPIJob integration on."""
+    apply_crds(cluster, [MPIJOB_CRD])
+    cluster.kubectl("create", "namespace", kueue.NAMESPACE)
+    state = cluster.dir / "kueue"
+    ca_pem = kueue.serving_certificate(state / "certs")
+    webhook_port, health_port = free_port(), free_port()
+    converted = kueue.converted_crds(
+        yaml.safe_load((directory / "crd-kustomization.yaml").read_text())
+    )
+    crds = state / "crds"
+    crds.mkdir()
+    for source in sorted((directory / "crd").glob("*.yaml")):
+        crd = yaml.safe_load(source.read_text())
+        if crd["spec"]["names"]["plural"] in converted:
+            crd = kueue.with_conversion_webhook(crd, webhook_port, ca_pem)
+        (crds / source.name).write_text(yaml.safe_dump(crd))
+    apply_crds(cluster, [crds])
+    config = state / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(kueue.configuration(webhook_port, health_port, state / "certs", False))
+    )
+    metrics_certs = state / "etc" / kueue.METRICS_CERTS
+    shutil.copytree(state / "certs", metrics_certs)
+    cluster.spawn(
+        "kueue",
+        kueue.command(directory / "bin" / "kueue", config, state / "etc"),
+        env={"KUBECONFIG": cluster.kubeconfig},
+    )
+    cluster.wait_healthy("kueue", f"http://127.0.0.1:{health_port}/readyz", timeout=90)
+    hooks = kueue.webhook_configurations(
+        kueue.load_all(directory / "webhook-manifests.yaml"), webhook_port, ca_pem
+    )
+    cluster.kubectl(
+        "apply", "--server-side", "-f", "-", stdin="\n---\n".join(yaml.safe_dump(h) for h in hooks)
     )
 
 
@@ -810,6 +869,7 @@ def up(
     build: bool = True,
     real_nodes: int = 0,
     images: Path | None = None,
+    with_kueue: bool = False,
 ) -> ClusterInfo:
     if scheduler not in SCHEDULERS:
         raise ClusterError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULERS}")
@@ -819,6 +879,7 @@ def up(
     if images is None and os.environ.get(IMAGES_DIR_ENV):
         images = Path(os.environ[IMAGES_DIR_ENV])
     tarballs = image_tarballs(images) if real_nodes else []
+    kueue_home = kueue_dir(build) if with_kueue else None
     mods = module_dirs(bins)
     vers = versions(bins)
 
@@ -827,6 +888,7 @@ def up(
         if (
             existing.scheduler == scheduler
             and existing.real_nodes == real_nodes
+            and existing.kueue == with_kueue
             and all(p.alive() for p in existing.processes)
         ):
             log(f"cluster {name} is already running")
@@ -843,6 +905,7 @@ def up(
         kubeconfig=str(workdir / "clusters" / name / "kubeconfig.yaml"),
         processes=[],
         started_at=time.time(),
+        kueue=with_kueue,
     )
     info.save()
     cluster = Cluster(info, bins)
@@ -886,6 +949,8 @@ def up(
             start_scheduler_plugins(cluster, mods)
         elif scheduler == "volcano":
             start_volcano(cluster, mods)
+        if kueue_home is not None:
+            start_kueue(cluster, kueue_home)
 
         names = [f"{NODE_PREFIX}{i}" for i in range(nodes)]
         create_nodes(
@@ -1100,6 +1165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         help="import every *.tar here (default: the images hack/images/build.py builds)",
     )
+    p_up.add_argument(
+        "--kueue", action="store_true", help="run Kueue's controller manager (MPIJob admission)"
+    )
     p_up.add_argument("--no-build", action="store_true", help="fail instead of building")
     p_down = sub.add_parser("down", help="stop a cluster's processes and remove its state")
     p_down.add_argument("--name")
@@ -1127,6 +1195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 build=not args.no_build,
                 real_nodes=args.real_nodes,
                 images=args.images_dir,
+                with_kueue=args.kueue,
             )
             print(f"export KUBECONFIG={info.kubeconfig}", flush=True)
         elif args.cmd == "down":
