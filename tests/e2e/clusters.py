@@ -51,6 +51,8 @@ SCHEDULER_NAMES = {
     "volcano": "volcano",
     "scheduler-plugins": "scheduler-plugins-scheduler",
 }
+# Whether Kueue is installed.
+KUEUE_CRD = "clusterqueues.kueue.x-k8s.io"
 # A CRD whose presence shows that a flavour's scheduler is installed.
 FLAVOUR_CRDS = {
     "volcano": "podgroups.scheduling.volcano.sh",
@@ -382,12 +384,13 @@ class ClusterProvider:
         if self.provider not in ("local", "existing", "kind"):
             raise pytest.UsageError(f"unknown E2E_PROVIDER {self.provider!r}")
 
-    def get(self, flavour: str, real_nodes: bool = False) -> E2ECluster:
+    def get(self, flavour: str, real_nodes: bool = False, kueue: bool = False) -> E2ECluster:
         """The session's cluster of a flavour; with ``real_nodes`` a separate one whose
-        pods run for real (local provider: two real nodes and no fake ones)."""
+        pods run for real (local provider: two real nodes and no fake ones); with ``kueue``
+        a separate one where Kueue admits jobs."""
         if flavour not in FLAVOURS:
             raise ValueError(f"unknown flavour {flavour!r}; one of {FLAVOURS}")
-        key = f"{flavour}-real" if real_nodes else flavour
+        key = flavour + ("-real" if real_nodes else "") + ("-kueue" if kueue else "")
         if key in self.failed:
             pytest.fail(f"{key} cluster failed to start earlier: {self.failed[key]}")
         if key not in self.clusters:
@@ -396,6 +399,10 @@ class ClusterProvider:
                     # Two: the examples ask for three pods of one CPU each, and a node
                     # of this machine has two.
                     self.clusters[key] = self._local(flavour, real_nodes=2)
+                elif kueue and self.provider == "local":
+                    self.clusters[key] = self._local(flavour, kueue=True)
+                elif kueue:
+                    self.clusters[key] = self._with_kueue(flavour)
                 else:
                     # kind and existing clusters run real pods anyway.
                     self.clusters[key] = getattr(self, f"_{self.provider}")(flavour)
@@ -427,7 +434,14 @@ class ClusterProvider:
             pytest.skip(f"existing cluster has no {crd}: {flavour} is not installed")
         return cluster
 
-    def _local(self, flavour: str, real_nodes: int = 0) -> E2ECluster:
+    def _with_kueue(self, flavour: str) -> E2ECluster:
+        """A kind or existing cluster of the flavour, if Kueue is installed in it."""
+        cluster: E2ECluster = getattr(self, f"_{self.provider}")(flavour)
+        if not cluster.has_crd(KUEUE_CRD):
+            pytest.skip(f"{self.provider} cluster {cluster.name} has no Kueue ({KUEUE_CRD})")
+        return cluster
+
+    def _local(self, flavour: str, real_nodes: int = 0, kueue: bool = False) -> E2ECluster:
         tool = load_cluster_tool()
         # Named apart from the `make cluster-up` clusters so a developer's
         # running cluster is never replaced by the test session.
@@ -437,6 +451,9 @@ class ClusterProvider:
             # No fake nodes: every pod runs for real.
             name += "-real"
             cmd += ["--real-nodes", str(real_nodes), "--nodes", "0"]
+        if kueue:
+            name += "-kueue"
+            cmd += ["--kueue"]
         cmd += ["--name", name]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=UP_TIMEOUT, check=False)
         self.started.append(lambda: tool.down(name))

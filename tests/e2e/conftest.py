@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from .clusters import ClusterProvider, E2ECluster
-from .operator import OperatorProcess
+from .operator import operator_fixture
 
 # --- fixtures ---------------------------------------------------------------
 
@@ -38,16 +38,9 @@ def local_cluster(cluster_provider: ClusterProvider) -> Callable[[str], E2EClust
     return cluster_provider.get
 
 
-@pytest.fixture(scope="module")
-def operator(
-    local_cluster: Callable[[str], E2ECluster], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    """The operator on the default cluster, one process per test module (a module that needs
-    other flags or another cluster defines its own)."""
-    process = OperatorProcess(local_cluster("default"), tmp_path_factory.mktemp("operator"))
-    process.start()
-    yield process
-    assert process.stop() == 0, process.log_tail()
+# The operator on the default cluster, one process per test module (a module that needs other
+# flags or another cluster defines its own).
+operator = operator_fixture("default")
 
 
 @pytest.fixture
@@ -69,6 +62,12 @@ def coscheduling_cluster(local_cluster: Callable[[str], E2ECluster]) -> E2EClust
 def real_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
     """The default-scheduler cluster whose nodes are real (kubelet, containerd), not kwok's."""
     return cluster_provider.get("default", real_nodes=True)
+
+
+@pytest.fixture
+def kueue_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
+    """A default-scheduler cluster (fake nodes) where Kueue admits the jobs naming a queue."""
+    return cluster_provider.get("default", kueue=True)
 
 
 @pytest.fixture

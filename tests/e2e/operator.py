@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from mpi_operator.sdk import WaitTimeoutError, has_condition
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
-from .clusters import REPO, E2ECluster, load_cluster_tool, wait_until
+from .clusters import REPO, ClusterProvider, E2ECluster, load_cluster_tool, wait_until
 from .rbac import install_mpijob_crd, service_account_kubeconfig
 
 OPERATOR_NAMESPACE = "mpi-operator"
@@ -160,6 +160,24 @@ class OperatorProcess:
                 process.wait(10)
         self.process = None
         return process.returncode
+
+
+def operator_fixture(flavour: str, **cluster_options: bool) -> Any:
+    """A module-scoped ``operator`` fixture: the operator on the session's cluster of
+    ``flavour`` (``ClusterProvider.get`` options), for a module that needs that cluster."""
+
+    @pytest.fixture(scope="module")
+    def operator(
+        cluster_provider: ClusterProvider, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[OperatorProcess]:
+        process = OperatorProcess(
+            cluster_provider.get(flavour, **cluster_options), tmp_path_factory.mktemp("operator")
+        )
+        process.start()
+        yield process
+        assert process.stop() == 0, process.log_tail()
+
+    return operator
 
 
 def create_mpijob(cluster: E2ECluster, namespace: str, job: dict[str, Any]) -> dict[str, Any]:

@@ -4,14 +4,14 @@ mpirun on the launcher, which reaches one rank on every worker pod over SSH."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
 
-from .clusters import REPO, ClusterProvider, E2ECluster
-from .operator import OperatorProcess, create_mpijob, wait_for_condition
+from .clusters import REPO, E2ECluster
+from .operator import OperatorProcess, create_mpijob, operator_fixture, wait_for_condition
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnodes]
 
@@ -20,16 +20,7 @@ RANK_LINE = re.compile(r"^rank (\d+) on (\S+)$", re.MULTILINE)
 PI_LINE = re.compile(r"^pi is approximately (3\.\d+)", re.MULTILINE)
 
 
-@pytest.fixture(scope="module")
-def operator(
-    cluster_provider: ClusterProvider, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(
-        cluster_provider.get("default", real_nodes=True), tmp_path_factory.mktemp("operator")
-    )
-    process.start()
-    yield process
-    assert process.stop() == 0, process.log_tail()
+operator = operator_fixture("default", real_nodes=True)
 
 
 def with_image(image: str | None) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -1,0 +1,259 @@
+"""Kueue admits MPIJobs on a real API server: its webhook creates them suspended, its
+controller resumes them one at a time within the ClusterQueue's quota with the
+ResourceFlavor's node labels and tolerations, and its preemption suspends a running job,
+which the operator tears down and brings back once it is admitted again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from .clusters import E2ECluster, wait_until
+from .operator import (
+    OperatorProcess,
+    condition,
+    create_mpijob,
+    event_reasons,
+    finish_launcher,
+    get_mpijob,
+    operator_fixture,
+    pods_of,
+    sim_job,
+    wait_for_condition,
+)
+
+pytestmark = pytest.mark.e2e
+
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+POOL_LABEL = "e2e.mpi-operator.dev/pool"
+POOL_TAINT = "e2e.mpi-operator.dev/dedicated"
+SIM_HOLD = "sim.mpi-operator.dev/hold"
+# A job of 2 cpu: a 0.5-cpu launcher and two 0.75-cpu workers. The queue has room for one.
+QUOTA_CPU = "3"
+
+
+operator = operator_fixture("default", kueue=True)
+
+
+def create_cluster_object(cluster: E2ECluster, plural: str, body: dict[str, Any]) -> None:
+    body = {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", **body}
+    cluster.custom.create_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, body)
+
+
+def delete_cluster_object(cluster: E2ECluster, plural: str, name: str) -> None:
+    cluster.custom.delete_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, name)
+
+
+@pytest.fixture
+def queue(
+    kueue_cluster: E2ECluster,
+    namespace_factory: Callable[[E2ECluster], str],
+    node_factory: Callable[..., str],
+) -> Iterator[tuple[str, str]]:
+    """(namespace, LocalQueue): a ClusterQueue of 3 cpu on a flavour whose node is
+    labelled and tainted, so only pods given the flavour's selector and toleration fit."""
+    c = kueue_cluster
+    ns = namespace_factory(c)
+    suffix = ns.rsplit("-", 1)[-1]
+    flavour, cluster_queue, node = f"pool-{suffix}", f"cq-{suffix}", f"kueue-node-{suffix}"
+    node_factory(c, node, cpu="8", memory="32Gi", labels={POOL_LABEL: suffix})
+    c.core.patch_node(
+        node, {"spec": {"taints": [{"key": POOL_TAINT, "value": suffix, "effect": "NoSchedule"}]}}
+    )
+    toleration = {"key": POOL_TAINT, "operator": "Equal", "value": suffix, "effect": "NoSchedule"}
+    create_cluster_object(
+        c,
+        "resourceflavors",
+        {
+            "kind": "ResourceFlavor",
+            "metadata": {"name": flavour},
+            "spec": {"nodeLabels": {POOL_LABEL: suffix}, "tolerations": [toleration]},
+        },
+    )
+    create_cluster_object(
+        c,
+        "clusterqueues",
+        {
+            "kind": "ClusterQueue",
+            "metadata": {"name": cluster_queue},
+            "spec": {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": ns},
+                },
+                "queueingStrategy": "StrictFIFO",
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory"],
+                        "flavors": [
+                            {
+                                "name": flavour,
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": QUOTA_CPU},
+                                    {"name": "memory", "nominalQuota": "16Gi"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    )
+    c.custom.create_namespaced_custom_object(
+        KUEUE_GROUP,
+        KUEUE_VERSION,
+        ns,
+        "localqueues",
+        {
+            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq"},
+            "spec": {"clusterQueue": cluster_queue},
+        },
+    )
+    yield ns, "lq"
+    for plural, name in (("clusterqueues", cluster_queue), ("resourceflavors", flavour)):
+        delete_cluster_object(c, plural, name)
+
+
+def queued_job(name: str, queue_name: str, hold: bool = True) -> dict[str, Any]:
+    """A 2-cpu job for the queue; ``hold`` keeps its launcher running until finished."""
+    job = (
+        sim_job(name)
+        .workers(2, cpu="750m", memory="1Gi")
+        .launcher(cpu="500m", memory="1Gi")
+        .metadata_field("labels", {QUEUE_LABEL: queue_name})
+    )
+    if hold:
+        job.template_annotation("Launcher", SIM_HOLD, "true")
+    return job.obj()
+
+
+def suspended(job: dict[str, Any]) -> bool:
+    return bool(((job.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+
+
+def workload_of(cluster: E2ECluster, ns: str, job_name: str) -> dict[str, Any] | None:
+    workloads = cluster.custom.list_namespaced_custom_object(
+        KUEUE_GROUP, KUEUE_VERSION, ns, "workloads"
+    )["items"]
+    for workload in workloads:
+        owners = workload["metadata"].get("ownerReferences") or []
+        if any(o["kind"] == "MPIJob" and o["name"] == job_name for o in owners):
+            return dict(workload)
+    return None
+
+
+def workload_condition(cluster: E2ECluster, ns: str, job_name: str, kind: str) -> str | None:
+    workload = workload_of(cluster, ns, job_name)
+    for cond in ((workload or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] == kind:
+            return str(cond["status"])
+    return None
+
+
+def running_pods(cluster: E2ECluster, ns: str, job_name: str) -> list[Any]:
+    return [p for p in pods_of(cluster, ns, job_name) if p.status.phase == "Running"]
+
+
+def wait_running(cluster: E2ECluster, ns: str, job_name: str, operator: OperatorProcess) -> None:
+    wait_for_condition(cluster, ns, job_name, "Running", timeout=120, operator=operator)
+    wait_until(
+        lambda: len(running_pods(cluster, ns, job_name)) == 3,
+        90,
+        message=f"three running pods of {job_name}",
+    )
+
+
+def test_jobs_are_admitted_one_at_a_time_within_quota_onto_the_flavours_nodes(
+    kueue_cluster: E2ECluster, queue: tuple[str, str], operator: OperatorProcess
+) -> None:
+    c = kueue_cluster
+    ns, lq = queue
+    first = create_mpijob(c, ns, queued_job("first", lq))
+    second = create_mpijob(c, ns, queued_job("second", lq))
+    # Kueue's webhook suspends a queued job at creation, before the operator sees it.
+    assert suspended(first) and suspended(second), (first["spec"], second["spec"])
+
+    wait_running(c, ns, "first", operator)
+    assert workload_condition(c, ns, "first", "Admitted") == "True"
+    assert suspended(get_mpijob(c, ns, "second"))
+    assert workload_condition(c, ns, "second", "QuotaReserved") != "True"
+    assert pods_of(c, ns, "second") == []
+
+    # The flavour's node labels and tolerations reached every pod, which landed on its node.
+    labels = kueue_cluster.core.read_node(
+        next(iter(p.spec.node_name for p in pods_of(c, ns, "first")))
+    ).metadata.labels
+    for pod in pods_of(c, ns, "first"):
+        assert pod.spec.node_selector and POOL_LABEL in pod.spec.node_selector, pod.spec
+        assert pod.spec.node_selector[POOL_LABEL] == labels[POOL_LABEL]
+        assert any(t.key == POOL_TAINT for t in pod.spec.tolerations or []), pod.spec
+
+    # Finishing the first frees its quota: the second is admitted and runs.
+    finish_launcher(c, ns, "first")
+    wait_for_condition(c, ns, "first", "Succeeded", operator=operator)
+    # Kueue saw the job finish. (It then deletes the Workload rather than keep it Finished:
+    # once quota is released, the job's templates, which still hold the flavour's
+    # tolerations, no longer match it.)
+    wait_until(
+        lambda: "FinishedWorkload" in event_reasons(c, ns, "first"),
+        60,
+        message=lambda: f"Kueue's FinishedWorkload event: {event_reasons(c, ns, 'first')}",
+    )
+    wait_running(c, ns, "second", operator)
+    finish_launcher(c, ns, "second")
+    wait_for_condition(c, ns, "second", "Succeeded", operator=operator)
+
+
+def test_a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
+    kueue_cluster: E2ECluster, queue: tuple[str, str], operator: OperatorProcess
+) -> None:
+    c = kueue_cluster
+    ns, lq = queue
+    suffix = ns.rsplit("-", 1)[-1]
+    low_class, high_class = f"low-{suffix}", f"high-{suffix}"
+    for name, value in ((low_class, 10), (high_class, 1000)):
+        create_cluster_object(
+            c,
+            "workloadpriorityclasses",
+            {"kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value},
+        )
+    try:
+        low = queued_job("low", lq)
+        low["metadata"]["labels"][PRIORITY_LABEL] = low_class
+        create_mpijob(c, ns, low)
+        wait_running(c, ns, "low", operator)
+
+        high = queued_job("high", lq)
+        high["metadata"]["labels"][PRIORITY_LABEL] = high_class
+        create_mpijob(c, ns, high)
+
+        # Kueue evicts the low job by suspending it; the operator removes its workers and
+        # suspends its launcher, which frees the quota for the high one.
+        wait_for_condition(c, ns, "low", "Suspended", timeout=120, operator=operator)
+        assert workload_condition(c, ns, "low", "Preempted") == "True", workload_of(c, ns, "low")
+        wait_until(
+            lambda: not running_pods(c, ns, "low"),
+            90,
+            message="the preempted job's pods gone",
+        )
+        wait_running(c, ns, "high", operator)
+        low_now = get_mpijob(c, ns, "low")
+        assert suspended(low_now)
+        running = condition(low_now, "Running")
+        assert running is None or running["status"] == "False", low_now["status"]
+
+        finish_launcher(c, ns, "high")
+        wait_for_condition(c, ns, "high", "Succeeded", operator=operator)
+        # Readmitted, the low job starts again from scratch and can still succeed.
+        wait_running(c, ns, "low", operator)
+        finish_launcher(c, ns, "low")
+        wait_for_condition(c, ns, "low", "Succeeded", operator=operator)
+    finally:
+        for name in (low_class, high_class):
+            delete_cluster_object(c, "workloadpriorityclasses", name)
