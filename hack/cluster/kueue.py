@@ -80,9 +80,11 @@ def serving_certificate(directory: Path) -> bytes:
 
 
 def configuration(
-    webhook_port: int, health_port: int, cert_dir: Path, wait_for_pods_ready: bool
+    webhook_port: int, health_port: int, cert_dir: Path, pods_ready_timeout: int
 ) -> dict[str, Any]:
-    """Kueue's Configuration: loopback only, no leader election, certificates from us."""
+    """Kueue's Configuration: loopback only, no leader election, certificates from us; with
+    ``pods_ready_timeout`` (seconds, 0 for off) Kueue's waitForPodsReady, requeuing an
+    evicted job after a few seconds rather than its default minute."""
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -99,8 +101,16 @@ def configuration(
         # fixed at /visibility; nothing here queries it.
         "featureGates": {"VisibilityOnDemand": False},
     }
-    if wait_for_pods_ready:
-        config["waitForPodsReady"] = {"timeout": "5m", "blockAdmission": True}
+    if pods_ready_timeout:
+        config["waitForPodsReady"] = {
+            "timeout": f"{pods_ready_timeout}s",
+            "blockAdmission": True,
+            "requeuingStrategy": {
+                "timestamp": "Eviction",
+                "backoffBaseSeconds": 5,
+                "backoffMaxSeconds": 10,
+            },
+        }
     return config
 
 

@@ -11,7 +11,8 @@ in the Go module cache, never copied into the repository.
 
     localcluster.py up [--scheduler default|volcano|scheduler-plugins] [--name N]
                        [--nodes 2] [--node-cpu 8] [--node-memory 32Gi] [--node-gpu 0]
-                       [--real-nodes 0] [--images-dir DIR] [--kueue]
+                       [--real-nodes 0] [--images-dir DIR]
+                       [--kueue [--kueue-pods-ready-timeout SECONDS]]
     localcluster.py down [--name N | --scheduler S | --all]
     localcluster.py status [--name N]
     localcluster.py add-node --name N NODE [--cpu ..] [--memory ..] [--gpu ..]
@@ -19,7 +20,8 @@ in the Go module cache, never copied into the repository.
 `--real-nodes N` adds N real nodes beside the fake ones: a kubelet with its own
 containerd each, pods on a bridge private to the cluster, and CoreDNS for the
 cluster domain (see realnodes.py). `--kueue` adds Kueue's controller manager,
-admitting MPIJobs that name a LocalQueue (see kueue.py).
+admitting MPIJobs that name a LocalQueue (see kueue.py); with a pods-ready timeout it
+evicts a job whose pods are not all running that long after admission.
 
 `up` prints `export KUBECONFIG=<path>` as its last line. Every process a
 cluster runs is recorded with its pid and kernel start time, so `down` stops
@@ -298,6 +300,8 @@ class ClusterInfo:
     network: dict[str, str] | None = None
     # Kueue's controller manager runs beside the scheduler (admission, not scheduling).
     kueue: bool = False
+    # Kueue's waitForPodsReady timeout in seconds; 0: off.
+    kueue_pods_ready_timeout: int = 0
 
     @classmethod
     def load(cls, name: str) -> ClusterInfo | None:
@@ -688,7 +692,7 @@ def start_volcano(cluster: Cluster, mods: dict[str, Path]) -> None:
 # --- admission ---------------------------------------------------------------
 
 
-def start_kueue(cluster: Cluster, directory: Path) -> None:
+def start_kueue(cluster: Cluster, directory: Path, pods_ready_timeout: int) -> None:
     """Kueue's controller manager on loopback, its CRDs converted and its webhooks served
     there (see kueue.py), with the MPIJob integration on."""
     apply_crds(cluster, [MPIJOB_CRD])
@@ -709,7 +713,9 @@ def start_kueue(cluster: Cluster, directory: Path) -> None:
     apply_crds(cluster, [crds])
     config = state / "config.yaml"
     config.write_text(
-        yaml.safe_dump(kueue.configuration(webhook_port, health_port, state / "certs", False))
+        yaml.safe_dump(
+            kueue.configuration(webhook_port, health_port, state / "certs", pods_ready_timeout)
+        )
     )
     metrics_certs = state / "etc" / kueue.METRICS_CERTS
     shutil.copytree(state / "certs", metrics_certs)
@@ -870,6 +876,7 @@ def up(
     real_nodes: int = 0,
     images: Path | None = None,
     with_kueue: bool = False,
+    kueue_pods_ready_timeout: int = 0,
 ) -> ClusterInfo:
     if scheduler not in SCHEDULERS:
         raise ClusterError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULERS}")
@@ -889,6 +896,7 @@ def up(
             existing.scheduler == scheduler
             and existing.real_nodes == real_nodes
             and existing.kueue == with_kueue
+            and existing.kueue_pods_ready_timeout == kueue_pods_ready_timeout
             and all(p.alive() for p in existing.processes)
         ):
             log(f"cluster {name} is already running")
@@ -906,6 +914,7 @@ def up(
         processes=[],
         started_at=time.time(),
         kueue=with_kueue,
+        kueue_pods_ready_timeout=kueue_pods_ready_timeout,
     )
     info.save()
     cluster = Cluster(info, bins)
@@ -950,7 +959,7 @@ def up(
         elif scheduler == "volcano":
             start_volcano(cluster, mods)
         if kueue_home is not None:
-            start_kueue(cluster, kueue_home)
+            start_kueue(cluster, kueue_home, kueue_pods_ready_timeout)
 
         names = [f"{NODE_PREFIX}{i}" for i in range(nodes)]
         create_nodes(
@@ -1168,6 +1177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_up.add_argument(
         "--kueue", action="store_true", help="run Kueue's controller manager (MPIJob admission)"
     )
+    p_up.add_argument(
+        "--kueue-pods-ready-timeout",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="Kueue's waitForPodsReady: evict a job not running this long after admission",
+    )
     p_up.add_argument("--no-build", action="store_true", help="fail instead of building")
     p_down = sub.add_parser("down", help="stop a cluster's processes and remove its state")
     p_down.add_argument("--name")
@@ -1196,6 +1212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 real_nodes=args.real_nodes,
                 images=args.images_dir,
                 with_kueue=args.kueue,
+                kueue_pods_ready_timeout=args.kueue_pods_ready_timeout,
             )
             print(f"export KUBECONFIG={info.kubeconfig}", flush=True)
         elif args.cmd == "down":

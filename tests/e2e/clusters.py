@@ -53,6 +53,9 @@ SCHEDULER_NAMES = {
 }
 # Whether Kueue is installed.
 KUEUE_CRD = "clusterqueues.kueue.x-k8s.io"
+# Kueue's waitForPodsReady timeout on the local clusters: long enough for simulated pods to
+# start on a loaded machine, short enough for a test to see a gang that cannot start evicted.
+KUEUE_PODS_READY_TIMEOUT = 20
 # A CRD whose presence shows that a flavour's scheduler is installed.
 FLAVOUR_CRDS = {
     "volcano": "podgroups.scheduling.volcano.sh",
@@ -453,7 +456,7 @@ class ClusterProvider:
             cmd += ["--real-nodes", str(real_nodes), "--nodes", "0"]
         if kueue:
             name += "-kueue"
-            cmd += ["--kueue"]
+            cmd += ["--kueue", "--kueue-pods-ready-timeout", str(KUEUE_PODS_READY_TIMEOUT)]
         cmd += ["--name", name]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=UP_TIMEOUT, check=False)
         self.started.append(lambda: tool.down(name))

@@ -6,11 +6,19 @@ which the operator tears down and brings back once it is admitted again."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .clusters import E2ECluster, wait_until
+from .clusters import (
+    COSCHEDULING,
+    KUEUE_PODS_READY_TIMEOUT,
+    VOLCANO,
+    ClusterProvider,
+    E2ECluster,
+    wait_until,
+)
 from .operator import (
     OperatorProcess,
     condition,
@@ -18,6 +26,7 @@ from .operator import (
     event_reasons,
     finish_launcher,
     get_mpijob,
+    get_pod_group,
     operator_fixture,
     pods_of,
     sim_job,
@@ -48,32 +57,24 @@ def delete_cluster_object(cluster: E2ECluster, plural: str, name: str) -> None:
     cluster.custom.delete_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, name)
 
 
-@pytest.fixture
-def queue(
-    kueue_cluster: E2ECluster,
-    namespace_factory: Callable[[E2ECluster], str],
-    node_factory: Callable[..., str],
-) -> Iterator[tuple[str, str]]:
-    """(namespace, LocalQueue): a ClusterQueue of 3 cpu on a flavour whose node is
-    labelled and tainted, so only pods given the flavour's selector and toleration fit."""
-    c = kueue_cluster
-    ns = namespace_factory(c)
+def make_queue(
+    c: E2ECluster, ns: str, quota_cpu: str, pool: dict[str, str] | None = None
+) -> Callable[[], None]:
+    """A LocalQueue ``lq`` in ``ns`` on a ClusterQueue of ``quota_cpu`` for this namespace
+    alone, whose flavour gives pods ``pool`` (node labels) and tolerates the pool's taint.
+    Returns what deletes the cluster-wide objects."""
     suffix = ns.rsplit("-", 1)[-1]
-    flavour, cluster_queue, node = f"pool-{suffix}", f"cq-{suffix}", f"kueue-node-{suffix}"
-    node_factory(c, node, cpu="8", memory="32Gi", labels={POOL_LABEL: suffix})
-    c.core.patch_node(
-        node, {"spec": {"taints": [{"key": POOL_TAINT, "value": suffix, "effect": "NoSchedule"}]}}
-    )
-    toleration = {"key": POOL_TAINT, "operator": "Equal", "value": suffix, "effect": "NoSchedule"}
+    flavour, cluster_queue = f"pool-{suffix}", f"cq-{suffix}"
+    spec: dict[str, Any] = {}
+    if pool:
+        toleration = {"key": POOL_TAINT, "operator": "Equal", "effect": "NoSchedule"}
+        spec = {"nodeLabels": pool, "tolerations": [{**toleration, "value": suffix}]}
     create_cluster_object(
         c,
         "resourceflavors",
-        {
-            "kind": "ResourceFlavor",
-            "metadata": {"name": flavour},
-            "spec": {"nodeLabels": {POOL_LABEL: suffix}, "tolerations": [toleration]},
-        },
+        {"kind": "ResourceFlavor", "metadata": {"name": flavour}, "spec": spec},
     )
+    quota = [{"name": "cpu", "nominalQuota": quota_cpu}, {"name": "memory", "nominalQuota": "64Gi"}]
     create_cluster_object(
         c,
         "clusterqueues",
@@ -81,23 +82,13 @@ def queue(
             "kind": "ClusterQueue",
             "metadata": {"name": cluster_queue},
             "spec": {
-                "namespaceSelector": {
-                    "matchLabels": {"kubernetes.io/metadata.name": ns},
-                },
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
                 "queueingStrategy": "StrictFIFO",
                 "preemption": {"withinClusterQueue": "LowerPriority"},
                 "resourceGroups": [
                     {
                         "coveredResources": ["cpu", "memory"],
-                        "flavors": [
-                            {
-                                "name": flavour,
-                                "resources": [
-                                    {"name": "cpu", "nominalQuota": QUOTA_CPU},
-                                    {"name": "memory", "nominalQuota": "16Gi"},
-                                ],
-                            }
-                        ],
+                        "flavors": [{"name": flavour, "resources": quota}],
                     }
                 ],
             },
@@ -115,9 +106,32 @@ def queue(
             "spec": {"clusterQueue": cluster_queue},
         },
     )
+
+    def delete() -> None:
+        for plural, name in (("clusterqueues", cluster_queue), ("resourceflavors", flavour)):
+            delete_cluster_object(c, plural, name)
+
+    return delete
+
+
+@pytest.fixture
+def queue(
+    kueue_cluster: E2ECluster,
+    namespace_factory: Callable[[E2ECluster], str],
+    node_factory: Callable[..., str],
+) -> Iterator[tuple[str, str]]:
+    """(namespace, LocalQueue) with room for one 2-cpu job, on a flavour whose node is
+    labelled and tainted, so only pods given the flavour's selector and toleration fit."""
+    c = kueue_cluster
+    ns = namespace_factory(c)
+    suffix = ns.rsplit("-", 1)[-1]
+    node = node_factory(c, f"kueue-node-{suffix}", labels={POOL_LABEL: suffix})
+    c.core.patch_node(
+        node, {"spec": {"taints": [{"key": POOL_TAINT, "value": suffix, "effect": "NoSchedule"}]}}
+    )
+    delete = make_queue(c, ns, QUOTA_CPU, pool={POOL_LABEL: suffix})
     yield ns, "lq"
-    for plural, name in (("clusterqueues", cluster_queue), ("resourceflavors", flavour)):
-        delete_cluster_object(c, plural, name)
+    delete()
 
 
 def queued_job(name: str, queue_name: str, hold: bool = True) -> dict[str, Any]:
@@ -257,3 +271,77 @@ def test_a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
     finally:
         for name in (low_class, high_class):
             delete_cluster_object(c, "workloadpriorityclasses", name)
+
+
+@pytest.fixture(params=[VOLCANO, COSCHEDULING])
+def gang_with_kueue(
+    request: pytest.FixtureRequest,
+    cluster_provider: ClusterProvider,
+    tmp_path: Path,
+) -> Iterator[tuple[E2ECluster, OperatorProcess]]:
+    """A gang scheduler's cluster (two 8-cpu fake nodes) where Kueue admits with
+    waitForPodsReady, and the operator creating that scheduler's PodGroups."""
+    cluster = cluster_provider.get(request.param, kueue=True)
+    cluster.require_simulation()
+    process = OperatorProcess(cluster, tmp_path).start()
+    yield cluster, process
+    assert process.stop() == 0, process.log_tail()
+
+
+def test_kueue_evicts_a_gang_that_cannot_start_whole_and_admits_the_next_job(
+    gang_with_kueue: tuple[E2ECluster, OperatorProcess],
+    namespace_factory: Callable[[E2ECluster], str],
+) -> None:
+    c, operator = gang_with_kueue
+    ns = namespace_factory(c)
+    # Quota for both jobs, but the nodes hold only two of the big job's 6-cpu workers: Kueue
+    # admits it, the gang scheduler binds none of it, and Kueue's waitForPodsReady evicts it.
+    delete = make_queue(c, ns, "40")
+    try:
+        big = queued_job("big", "lq")
+        big["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 3
+        for container in big["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]:
+            container["resources"]["requests"]["cpu"] = "6"
+        create_mpijob(c, ns, big)
+        wait_until(
+            lambda: workload_condition(c, ns, "big", "Admitted") == "True",
+            60,
+            message=lambda: f"big admitted: {workload_of(c, ns, 'big')}",
+        )
+        # Blocked behind the admitted job until its pods are ready or it is evicted.
+        create_mpijob(c, ns, queued_job("small", "lq"))
+
+        pod_group = wait_until(lambda: get_pod_group(c, ns, "big"), 60, message="big's PodGroup")
+        assert pod_group["spec"]["minMember"] == 4, pod_group
+
+        def evicted_for_pods_ready_timeout() -> bool:
+            # Read in this order: the small job is admitted only after big's eviction.
+            small_admitted = workload_condition(c, ns, "small", "Admitted") == "True"
+            assert not [p for p in pods_of(c, ns, "big") if p.spec.node_name], "big half-placed"
+            workload = workload_of(c, ns, "big") or {}
+            requeued = ((workload.get("status") or {}).get("requeueState") or {}).get("count")
+            assert requeued or not small_admitted, "small admitted while big held its turn"
+            return bool(requeued)
+
+        wait_until(
+            evicted_for_pods_ready_timeout,
+            KUEUE_PODS_READY_TIMEOUT + 60,
+            message=lambda: f"big evicted by PodsReadyTimeout: {workload_of(c, ns, 'big')}",
+        )
+        assert "MPIJobSuspended" in event_reasons(c, ns, "big"), event_reasons(c, ns, "big")
+        # The small job, whole on the nodes big no longer claims, becomes ready in Kueue's
+        # eyes (the MPIJob's Running condition) and finishes.
+        wait_running(c, ns, "small", operator)
+        wait_until(
+            lambda: workload_condition(c, ns, "small", "PodsReady") == "True",
+            60,
+            message=lambda: f"small PodsReady: {workload_of(c, ns, 'small')}",
+        )
+        finish_launcher(c, ns, "small")
+        wait_for_condition(c, ns, "small", "Succeeded", operator=operator)
+        assert not [p for p in pods_of(c, ns, "big") if p.spec.node_name], "big half-placed"
+    finally:
+        c.custom.delete_collection_namespaced_custom_object(
+            "kubeflow.org", "v2beta1", ns, "mpijobs", propagation_policy="Background"
+        )
+        delete()

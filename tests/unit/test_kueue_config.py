@@ -71,14 +71,15 @@ def test_conversion_webhooks_follow_the_crds_kueue_itself_patches() -> None:
 
 
 def test_configuration_binds_loopback_and_runs_only_the_mpijob_integration(tmp_path: Path) -> None:
-    config = kueue.configuration(9443, 8081, tmp_path, wait_for_pods_ready=False)
+    config = kueue.configuration(9443, 8081, tmp_path, pods_ready_timeout=0)
     assert config["webhook"] == {"host": "127.0.0.1", "port": 9443, "certDir": str(tmp_path)}
     assert config["health"]["healthProbeBindAddress"] == "127.0.0.1:8081"
     assert config["metrics"]["bindAddress"] == "0"
     assert config["internalCertManagement"] == {"enable": False}
     assert config["integrations"]["frameworks"] == ["kubeflow.org/mpijob"]
     assert "waitForPodsReady" not in config
-    assert kueue.configuration(1, 2, tmp_path, wait_for_pods_ready=True)["waitForPodsReady"]
+    waiting = kueue.configuration(1, 2, tmp_path, pods_ready_timeout=20)["waitForPodsReady"]
+    assert waiting["timeout"] == "20s" and waiting["blockAdmission"] is True
 
 
 def test_serving_certificate_is_for_loopback_and_signed_by_the_returned_ca(tmp_path: Path) -> None:
