@@ -5,11 +5,14 @@ which the operator tears down and brings back once it is admitted again."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from kubernetes import client as k8s
 
 from .clusters import (
     COSCHEDULING,
@@ -37,6 +40,8 @@ pytestmark = pytest.mark.e2e
 
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_NAMESPACE = "kueue-system"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 POOL_LABEL = "e2e.mpi-operator.dev/pool"
 POOL_TAINT = "e2e.mpi-operator.dev/dedicated"
@@ -58,11 +63,16 @@ def delete_cluster_object(cluster: E2ECluster, plural: str, name: str) -> None:
 
 
 def make_queue(
-    c: E2ECluster, ns: str, quota_cpu: str, pool: dict[str, str] | None = None
+    c: E2ECluster,
+    ns: str,
+    quota_cpu: str,
+    pool: dict[str, str] | None = None,
+    admission_check: str | None = None,
 ) -> Callable[[], None]:
     """A LocalQueue ``lq`` in ``ns`` on a ClusterQueue of ``quota_cpu`` for this namespace
-    alone, whose flavour gives pods ``pool`` (node labels) and tolerates the pool's taint.
-    Returns what deletes the cluster-wide objects."""
+    alone, whose flavour gives pods ``pool`` (node labels) and tolerates the pool's taint,
+    and which admits only once ``admission_check`` passes. Returns what deletes the
+    cluster-wide objects."""
     suffix = ns.rsplit("-", 1)[-1]
     flavour, cluster_queue = f"pool-{suffix}", f"cq-{suffix}"
     spec: dict[str, Any] = {}
@@ -85,6 +95,11 @@ def make_queue(
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
                 "queueingStrategy": "StrictFIFO",
                 "preemption": {"withinClusterQueue": "LowerPriority"},
+                **(
+                    {"admissionChecksStrategy": {"admissionChecks": [{"name": admission_check}]}}
+                    if admission_check
+                    else {}
+                ),
                 "resourceGroups": [
                     {
                         "coveredResources": ["cpu", "memory"],
@@ -345,3 +360,115 @@ def test_kueue_evicts_a_gang_that_cannot_start_whole_and_admits_the_next_job(
             "kubeflow.org", "v2beta1", ns, "mpijobs", propagation_policy="Background"
         )
         delete()
+
+
+def inline_kubeconfig(path: str) -> str:
+    """The kubeconfig with its certificate files inlined, as MultiKueue accepts it."""
+    config = yaml.safe_load(Path(path).read_text())
+    for entry, fields in (("clusters", ("certificate-authority",)), ("users", FILE_FIELDS)):
+        for item in config[entry]:
+            body = item["cluster" if entry == "clusters" else "user"]
+            for name in fields:
+                if name in body:
+                    data = Path(body.pop(name)).read_bytes()
+                    body[f"{name}-data"] = base64.b64encode(data).decode()
+    return str(yaml.safe_dump(config))
+
+
+FILE_FIELDS = ("client-certificate", "client-key")
+
+
+def test_multikueue_runs_the_job_on_a_worker_cluster_and_the_operator_leaves_its_copy_alone(
+    kueue_cluster: E2ECluster,
+    cluster_provider: ClusterProvider,
+    namespace_factory: Callable[[E2ECluster], str],
+    operator: OperatorProcess,
+    tmp_path: Path,
+) -> None:
+    manager = kueue_cluster
+    worker = cluster_provider.get("volcano", kueue=True)
+    worker.require_simulation()
+    ns = namespace_factory(manager)
+    suffix = ns.rsplit("-", 1)[-1]
+    # MultiKueue creates the job in the namespace of the same name on the worker.
+    worker.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=ns)))
+    deletes = [make_queue(worker, ns, "40")]
+    secret, config, check = f"worker-{suffix}", f"mk-{suffix}", f"ac-{suffix}"
+    manager.core.create_namespaced_secret(
+        KUEUE_NAMESPACE,
+        k8s.V1Secret(
+            metadata=k8s.V1ObjectMeta(name=secret),
+            string_data={"kubeconfig": inline_kubeconfig(worker.kubeconfig)},
+        ),
+    )
+    kube_config = {"locationType": "Secret", "location": secret}
+    for plural, body in (
+        (
+            "multikueueclusters",
+            {
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": secret},
+                "spec": {"clusterSource": {"kubeConfig": kube_config}},
+            },
+        ),
+        (
+            "multikueueconfigs",
+            {
+                "kind": "MultiKueueConfig",
+                "metadata": {"name": config},
+                "spec": {"clusters": [secret]},
+            },
+        ),
+        (
+            "admissionchecks",
+            {
+                "kind": "AdmissionCheck",
+                "metadata": {"name": check},
+                "spec": {
+                    "controllerName": MULTIKUEUE,
+                    "parameters": {
+                        "apiGroup": KUEUE_GROUP,
+                        "kind": "MultiKueueConfig",
+                        "name": config,
+                    },
+                },
+            },
+        ),
+    ):
+        create_cluster_object(manager, plural, body)
+    deletes.append(make_queue(manager, ns, "40", admission_check=check))
+    worker_operator = OperatorProcess(worker, tmp_path, name="worker-operator").start()
+    try:
+        job = queued_job("remote", "lq")
+        job["spec"]["runPolicy"] = {"managedBy": MULTIKUEUE}
+        create_mpijob(manager, ns, job)
+
+        # The worker's operator runs the copy Kueue made there, gang-scheduled by Volcano.
+        wait_until(
+            lambda: worker.custom.get_namespaced_custom_object(
+                "kubeflow.org", "v2beta1", ns, "mpijobs", "remote"
+            ),
+            90,
+            message=lambda: f"the copy on the worker: {workload_of(manager, ns, 'remote')}",
+        )
+        wait_running(worker, ns, "remote", worker_operator)
+        assert get_pod_group(worker, ns, "remote") is not None
+        # Kueue copies the worker's status back; the manager's operator creates nothing.
+        wait_for_condition(manager, ns, "remote", "Running", timeout=90, operator=operator)
+        finish_launcher(worker, ns, "remote")
+        wait_for_condition(worker, ns, "remote", "Succeeded", operator=worker_operator)
+        wait_for_condition(manager, ns, "remote", "Succeeded", timeout=90, operator=operator)
+        assert pods_of(manager, ns, "remote") == []
+        assert manager.batch.list_namespaced_job(ns).items == []
+        assert "MPIJobCreated" not in event_reasons(manager, ns, "remote")
+    finally:
+        assert worker_operator.stop() == 0, worker_operator.log_tail()
+        worker.core.delete_namespace(ns)
+        for delete in deletes:
+            delete()
+        for plural, name in (
+            ("admissionchecks", check),
+            ("multikueueconfigs", config),
+            ("multikueueclusters", secret),
+        ):
+            delete_cluster_object(manager, plural, name)
