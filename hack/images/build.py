@@ -843,13 +843,20 @@ def _cached_layer(path: Path, blobs: Path, make: Callable[[], oci.Layer]) -> oci
     return layer
 
 
+# Each source tree's image holds every layer (about 80 MB); worktrees and checkouts sharing the
+# cache each keep theirs while they use it.
+STALE_OPERATOR_IMAGE_SECONDS = 24 * 3600
+
+
 def build_operator() -> Path:
     """The operator image of this source tree. Its Debian and dependency layers are kept per
-    tool key; only the last layer (the project's wheel) is rebuilt when the sources change,
-    and the previous source tree's image is removed."""
+    tool key; only the last layer (the project's wheel) is rebuilt when the sources change.
+    Images of other source trees unused for a day are removed."""
     spec = Spec.load()
     out = operator_tar()
     if out.exists():
+        # Marks it used, so that a build from another tree sharing the cache keeps it.
+        out.parent.touch()
         return out
     key_dir = image_dir()
     blobs = key_dir / "blobs"
@@ -880,9 +887,10 @@ def build_operator() -> Path:
         image = spec.operator.image()
         out.parent.mkdir(parents=True, exist_ok=True)
         oci.write_image(image.name, layers, _config(image), spec.epoch, blobs, out)
-        for stale in out.parent.parent.iterdir():
-            if stale != out.parent:
-                shutil.rmtree(stale, ignore_errors=True)
+        unused_since = time.time() - STALE_OPERATOR_IMAGE_SECONDS
+        for other in out.parent.parent.iterdir():
+            if other != out.parent and other.stat().st_mtime < unused_since:
+                shutil.rmtree(other, ignore_errors=True)
         log(f"image {image.name} in {time.monotonic() - start:.0f}s")
     return out
 
