@@ -23,7 +23,7 @@ lint: venv
 
 typecheck: venv
 	$(BIN)/mypy
-	$(BIN)/mypy hack/images/build.py hack/images/oci.py
+	$(BIN)/mypy hack/images/build.py hack/images/oci.py hack/cluster/relay.py
 
 unit: venv
 	$(BIN)/pytest tests/unit tests/fuzz
