@@ -4,6 +4,9 @@
 #   docker build -t mpi-operator:latest .
 #
 # The deploy manifests (deploy/) run it as uid 65532 with a read-only root filesystem.
+# hack/images/build.py builds the same image without a container engine (spec.toml's
+# [operator]); tests/unit/test_operator_image.py fails when the two disagree on the Python
+# version, user, entrypoint, working directory, ports, environment or labels.
 ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS builder
@@ -41,6 +44,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1
 # Numeric, so the kubelet can verify runAsNonRoot without reading /etc/passwd.
 USER 65532:65532
+WORKDIR /
 # /healthz and /readyz; /metrics with --monitoring-port=8081 (as deploy/ sets it).
 EXPOSE 8080 8081
-ENTRYPOINT ["mpi-operator"]
+# Python itself: no shell or script wrapper is needed to start.
+ENTRYPOINT ["/opt/venv/bin/python", "-m", "mpi_operator"]

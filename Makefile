@@ -23,7 +23,7 @@ lint: venv
 
 typecheck: venv
 	$(BIN)/mypy
-	$(BIN)/mypy hack/images/build.py hack/images/oci.py
+	$(BIN)/mypy hack/images/build.py hack/images/oci.py hack/cluster/relay.py
 
 unit: venv
 	$(BIN)/pytest tests/unit tests/fuzz
@@ -59,8 +59,9 @@ verify-generate: venv
 helm:
 	@bash hack/cluster/build-helm.sh
 
-# The container images of the local cluster's real nodes (pause, MPI bases, pi), built from
-# Debian packages and PyPI wheels into the cache; prints one OCI layout tar per image.
+# The container images of the local cluster's real nodes (pause, MPI bases, pi) and the
+# operator's own image, built from Debian packages and PyPI wheels into the cache; prints one
+# OCI layout tar per image.
 images: venv
 	$(PY) hack/images/build.py
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,3 +23,24 @@ def helm_binary() -> str:
         check=True,
     )
     return built.stdout.strip().splitlines()[-1]
+
+
+def run_helm(
+    kubeconfig: str, home: Path, *args: str, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """The pinned helm against ``kubeconfig`` with its cache, configuration and data under
+    ``home`` (never the user's), output captured, never raising on failure."""
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
+        "HELM_CACHE_HOME": str(home / "helm-cache"),
+        "HELM_CONFIG_HOME": str(home / "helm-config"),
+        "HELM_DATA_HOME": str(home / "helm-data"),
+    }
+    return subprocess.run(
+        [helm_binary(), f"--kubeconfig={kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
+    )

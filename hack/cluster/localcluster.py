@@ -44,6 +44,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -435,8 +436,14 @@ def pki_dir(cluster: Cluster) -> Path:
 
 
 def kwok_config(
-    bins: Path, mods: dict[str, Path], vers: dict[str, str], pki: Path, real_nodes: bool
+    bins: Path,
+    mods: dict[str, Path],
+    vers: dict[str, str],
+    pki: Path,
+    network: realnodes.Network | None,
 ) -> str:
+    """kwokctl's configuration; ``network`` is the real nodes' pod network, if any."""
+    real_nodes = network is not None
     kwok = mods["sigs.k8s.io/kwok"] / "kustomize" / "stage"
     ctl = {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
@@ -452,6 +459,8 @@ def kwok_config(
             "etcdBinary": str(bins / "etcd"),
             "kwokControllerBinary": str(bins / "kwok"),
             "disableQPSLimits": True,
+            # Pods reach the API server at the bridge address (the `kubernetes` Service's).
+            **({"kubeApiserverCertSANs": [network.gateway]} if network else {}),
         },
         "componentsPatches": [
             # A throwaway cluster does not need durable writes; fsync dominates
@@ -464,7 +473,7 @@ def kwok_config(
                 "extraArgs": [{"key": "leader-elect", "value": "false"}],
             },
             {"name": "kube-scheduler", "extraArgs": [{"key": "leader-elect", "value": "false"}]},
-            *([kubelet_client_patch(pki)] if real_nodes else []),
+            *([real_nodes_apiserver_patch(pki, network)] if network else []),
             {
                 "name": "kwok-controller",
                 "extraArgs": [
@@ -503,15 +512,17 @@ KWOK_FAKE_NODES_ONLY = (
 )
 
 
-def kubelet_client_patch(pki: Path) -> dict[str, Any]:
+def real_nodes_apiserver_patch(pki: Path, network: realnodes.Network) -> dict[str, Any]:
     """The API server proves itself to real kubelets (logs, exec) with the admin
-    certificate, and dials them at their InternalIP, never by host name."""
+    certificate, and dials them at their InternalIP, never by host name. Its Service range
+    starts at the bridge address, so the `kubernetes` Service is where pods find it."""
     return {
         "name": "kube-apiserver",
         "extraArgs": [
             {"key": "kubelet-client-certificate", "value": str(pki / "admin.crt")},
             {"key": "kubelet-client-key", "value": str(pki / "admin.key")},
             {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
+            {"key": "service-cluster-ip-range", "value": network.service_range},
         ],
     }
 
@@ -736,9 +747,9 @@ def start_kueue(cluster: Cluster, directory: Path, pods_ready_timeout: int) -> N
 # --- real nodes -------------------------------------------------------------
 
 
-def start_real_nodes(cluster: Cluster, count: int, images: Sequence[Path]) -> list[str]:
-    """The pod network, CoreDNS on the bridge address, then per node a containerd
-    (images imported) and a kubelet; waits until CoreDNS is ready and the nodes are Ready."""
+def create_pod_network(cluster: Cluster, count: int) -> realnodes.Network:
+    """The real nodes' bridge, made before the control plane: the API server's certificate
+    and Service range name its address."""
     needed = (realnodes.CONTAINERD, realnodes.CTR, realnodes.RUNC, realnodes.CNI_BIN_DIR / "bridge")
     missing = [p for p in needed if not p.exists()]
     if missing:
@@ -751,7 +762,46 @@ def start_real_nodes(cluster: Cluster, count: int, images: Sequence[Path]) -> li
     cluster.info.network = {"bridge": network.bridge, "subnet": network.subnet}
     cluster.info.save()
     log(f"real nodes: bridge {network.bridge} on {network.subnet}, DNS at {network.gateway}")
+    return network
 
+
+# Where pods find the API server: the `kubernetes` Service's port, on its ClusterIP.
+APISERVER_SERVICE_PORT = 443
+
+
+def start_apiserver_relay(cluster: Cluster, network: realnodes.Network) -> None:
+    """Relays the bridge address's port 443 to the API server on loopback: in-cluster clients
+    (the operator's Deployment) connect to the `kubernetes` Service's ClusterIP and port as in
+    any cluster; no kube-proxy, NAT or forwarding is involved."""
+    kubeconfig = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    server = urllib.parse.urlsplit(kubeconfig["clusters"][0]["cluster"]["server"])
+    listen = f"{network.gateway}:{APISERVER_SERVICE_PORT}"
+    cluster.spawn(
+        "apiserver-relay", [sys.executable, "-I", str(HERE / "relay.py"), listen, server.netloc]
+    )
+
+    def accepting() -> bool:
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection((network.gateway, APISERVER_SERVICE_PORT), timeout=2),
+        ):
+            return True
+        return False
+
+    wait_for(
+        "the API server relay",
+        accepting,
+        timeout=30,
+        on_timeout=lambda: cluster.log_tail("apiserver-relay"),
+    )
+
+
+def start_real_nodes(
+    cluster: Cluster, network: realnodes.Network, count: int, images: Sequence[Path]
+) -> list[str]:
+    """The API server relay and CoreDNS on the bridge address, then per node a containerd
+    (images imported) and a kubelet; waits until CoreDNS is ready and the nodes are Ready."""
+    start_apiserver_relay(cluster, network)
     ready_port = free_port()
     corefile = cluster.dir / "Corefile"
     corefile.write_text(realnodes.corefile(network, cluster.kubeconfig, ready_port))
@@ -920,7 +970,8 @@ def up(
     cluster = Cluster(info, bins)
     try:
         config = cdir / "kwok.yaml"
-        config.write_text(kwok_config(bins, mods, vers, pki_dir(cluster), real_nodes > 0))
+        network = create_pod_network(cluster, real_nodes) if real_nodes else None
+        config.write_text(kwok_config(bins, mods, vers, pki_dir(cluster), network))
         env = {
             **os.environ,
             "KWOK_WORKDIR": str(workdir),
@@ -967,8 +1018,8 @@ def up(
             (node_manifest(n, node_cpu, node_memory, node_gpu, DEFAULT_NODE_PODS) for n in names),
         )
         wait_nodes_ready(cluster, names)
-        if real_nodes:
-            start_real_nodes(cluster, real_nodes, tarballs)
+        if network is not None:
+            start_real_nodes(cluster, network, real_nodes, tarballs)
         # Pods are rejected until the service account controller has created
         # the namespace's `default` ServiceAccount.
         wait_for(

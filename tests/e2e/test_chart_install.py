@@ -8,7 +8,6 @@ every object the chart renders and that its Roles grant all the operator needs.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mpi_operator import sdk
-from tests.tools import helm_binary
+from tests.tools import run_helm
 
 from .clusters import REPO, E2ECluster
 from .operator import OperatorProcess, run_pi_example
@@ -32,27 +31,13 @@ def test_a_namespace_scoped_helm_install_runs_pi(
     namespace_factory: Callable[[E2ECluster], str],
     tmp_path: Path,
 ) -> None:
-    helm = helm_binary()
     release_namespace = namespace_factory(cluster)
     jobs_namespace = namespace_factory(cluster)
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
-        "HELM_CACHE_HOME": str(tmp_path / "helm-cache"),
-        "HELM_CONFIG_HOME": str(tmp_path / "helm-config"),
-        "HELM_DATA_HOME": str(tmp_path / "helm-data"),
-    }
 
-    def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [helm, f"--kubeconfig={cluster.kubeconfig}", *args],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-            env=env,
-        )
+    def helm(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_helm(cluster.kubeconfig, tmp_path, *args)
 
-    installed = run_helm(
+    installed = helm(
         "install",
         "mpi",
         str(CHART),
@@ -83,5 +68,5 @@ def test_a_namespace_scoped_helm_install_runs_pi(
         assert sdk.phase(done) == "Succeeded"
     finally:
         assert operator.stop() == 0, operator.log_tail()
-        uninstalled = run_helm("uninstall", "mpi", f"--namespace={release_namespace}", "--wait")
+        uninstalled = helm("uninstall", "mpi", f"--namespace={release_namespace}", "--wait")
         assert uninstalled.returncode == 0, uninstalled.stderr

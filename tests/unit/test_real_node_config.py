@@ -24,7 +24,11 @@ def test_pod_network_has_no_gateway_role_no_masquerade_and_no_route_out() -> Non
     assert bridge["isGateway"] is False
     assert bridge["ipMasq"] is False
     assert bridge["ipam"]["routes"] == []
-    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.250.7.0/24", "gateway": "10.250.7.1"}]]
+    # Addresses below .32 are the service range; its first is the bridge's (the API server's).
+    assert bridge["ipam"]["ranges"] == [
+        [{"subnet": "10.250.7.0/24", "gateway": "10.250.7.1", "rangeStart": "10.250.7.32"}]
+    ]
+    assert NETWORK.service_range == "10.250.7.0/27"
     assert bridge["ipam"]["dataDir"] == str(CLUSTER / "cni-ipam")
 
 
