@@ -102,6 +102,24 @@ class GangScheduler(Protocol):
         this stored PodGroup: a change to one concerns only the jobs whose PodGroups name it."""
         ...
 
+    def capacity_nudge(self, stamp: str) -> dict[str, Any] | None:
+        """What the scheduler needs when the cluster may have room for a waiting gang (a node
+        added or made schedulable, allocatable grown, a bound pod gone): a merge patch for the
+        gang's PodGroup that makes the scheduler look at the gang again, different for each
+        ``stamp``; None when the scheduler looks again by itself. The answer does not depend
+        on the gang, so None for one stamp means None for all: no capacity watch is needed."""
+        ...
+
+
+def needs_capacity_nudges(gang: GangScheduler | None) -> bool:
+    """Whether the scheduler must be told when the cluster may have room for waiting gangs."""
+    return gang is not None and gang.capacity_nudge("") is not None
+
+
+def waits(gang: GangScheduler, pod_group: dict[str, Any]) -> bool:
+    """Whether the scheduler reports the gang of this stored PodGroup as not placed yet."""
+    return gang.gang_state(pod_group).scheduled is False
+
 
 def _volcano(name: str) -> GangScheduler:
     from gang.volcano import VolcanoScheduler

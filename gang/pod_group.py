@@ -73,6 +73,10 @@ class PodGroupScheduler(abc.ABC):
     def inputs_of(self, pod_group: dict[str, Any]) -> Sequence[tuple[str, str]]:
         return ()
 
+    # Most schedulers look at waiting gangs again by themselves (Volcano: every second).
+    def capacity_nudge(self, stamp: str) -> dict[str, Any] | None:
+        return None
+
 
 def same_spec(
     current: Mapping[str, Any],

@@ -16,6 +16,10 @@ from mpi_operator.quantity import format_resources
 POD_GROUP_RESOURCE: Final = PodGroupResource(group="scheduling.x-k8s.io", version="v1alpha1")
 # Pod label naming the pod's PodGroup (scheduler-plugins' PodGroupLabel).
 POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+# PodGroup annotation the operator stamps when the cluster may have room for a waiting gang.
+# The plugin requeues a gang it turned down on a Pod add or a PodGroup add/update, never on a
+# Node add or a Pod delete; any change to the PodGroup, this one included, is such an update.
+CAPACITY_ANNOTATION: Final = "training.kubeflow.org/capacity-changed-at"
 
 _SPEC_FIELDS: Final = {
     "minMember": scalar(0),
@@ -44,6 +48,9 @@ class CoschedulingScheduler(PodGroupScheduler):
 
     def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
         return assign_to_gang(template, self.scheduler_name, labels={POD_GROUP_LABEL: job.name})
+
+    def capacity_nudge(self, stamp: str) -> dict[str, Any] | None:
+        return {"metadata": {"annotations": {CAPACITY_ANNOTATION: stamp}}}
 
     def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
         return not same_spec(current.get("spec") or {}, desired.get("spec") or {}, _SPEC_FIELDS)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
-from gang import GangScheduler
+from gang import GangScheduler, waits
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
@@ -46,7 +46,7 @@ from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
 
-Verb = Literal["create", "update", "update_status", "delete"]
+Verb = Literal["create", "update", "update_status", "delete", "patch"]
 
 # Writes that do not depend on each other (see Action.batch). The Service, ConfigMap and
 # Secret are independent; each worker pod needs only the Secret and the PodGroup before it.
@@ -98,6 +98,8 @@ class Plan:
     succeeded: bool = False
     failed: bool = False
     launcher_name: str | None = None
+    # Whether the plan stamps the waiting gang's PodGroup for the scheduler (SyncContext.nudge).
+    nudged: bool = False
 
     def stop(self, message: str) -> Plan:
         self.error = message
@@ -120,6 +122,9 @@ class SyncContext:
     gang: GangScheduler | None
     now: str
     new_key_pair: Callable[[], SSHKeyPair] = generate_ssh_key_pair
+    # The cluster may have room for the gang now: give the scheduler the strategy's nudge if
+    # the gang still waits.
+    nudge: bool = False
 
 
 def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -> Plan:
@@ -331,7 +336,13 @@ class _Sync:
         if not self._owned(current, resource):
             return False
         if gang.needs_update(current, desired):
+            # The update wakes the scheduler as a nudge would.
             self._write("update", resource, name, gang.updated_pod_group(current, desired))
+        elif self.ctx.nudge and waits(gang, current):
+            patch = gang.capacity_nudge(self.ctx.now)
+            if patch is not None:
+                self._write("patch", resource, name, patch)
+                self.plan.nudged = True
         return True
 
     def _observe_gang(self, gang: GangScheduler, *, placed_only: bool = False) -> None:

@@ -41,6 +41,8 @@ class ApiWriter:
             return client.create(resource, body, ns)
         if action.verb == "update":
             return client.update(resource, body, ns)
+        if action.verb == "patch":
+            return client.patch(resource, action.name, body, ns)
         if action.verb == "update_status":
             assert subresource == "status"
             return client.update_status(resource, body, ns)

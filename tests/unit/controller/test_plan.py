@@ -37,12 +37,13 @@ def cluster_view(*objects: dict[str, Any]) -> MemoryView:
     return MemoryView(queue(), *objects)
 
 
-def context(gang: str = "", now: str = NOW) -> SyncContext:
+def context(gang: str = "", now: str = NOW, nudge: bool = False) -> SyncContext:
     return SyncContext(
         facts=ClusterFacts(),
         gang=select_gang_scheduler(gang),
         now=now,
         new_key_pair=lambda: KEY,
+        nudge=nudge,
     )
 
 
@@ -436,6 +437,55 @@ def test_the_schedulers_verdict_on_the_pod_group_becomes_the_gang_scheduled_cond
     # Reported once: the same verdict again writes nothing.
     obj["status"] = status_of(plan)
     assert plan_sync(obj, view, context(gang, now=LATER)).actions == []
+
+
+COSCHEDULING = "scheduler-plugins-scheduler"
+
+
+@pytest.mark.parametrize(
+    ("gang", "status", "nudge", "expected"),
+    [
+        (COSCHEDULING, {"phase": "Scheduling"}, True, ["patch podgroups test"]),
+        (COSCHEDULING, {"phase": "Pending"}, True, ["patch podgroups test"]),
+        (COSCHEDULING, {"phase": "Scheduling"}, False, []),
+        (COSCHEDULING, {"phase": "Running"}, True, []),
+        (COSCHEDULING, {}, True, []),
+        ("volcano", {"phase": "Pending"}, True, []),
+    ],
+    ids=[
+        "cosched waiting",
+        "cosched too few pods",
+        "cosched not asked",
+        "cosched placed",
+        "cosched not observed",
+        "volcano needs none",
+    ],
+)
+def test_a_nudge_stamps_only_a_waiting_gang_whose_scheduler_needs_it(
+    gang: str, status: dict[str, Any], nudge: bool, expected: list[str]
+) -> None:
+    view = cluster_view()
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context(gang))
+    pod_group_with_status(view, status)
+    obj["status"] = status_of(plan_sync(obj, view, context(gang))) if status else obj["status"]
+    plan = plan_sync(obj, view, context(gang, now=LATER, nudge=nudge))
+    assert writes(plan) == expected
+    assert plan.nudged is bool(expected)
+    if expected:
+        assert plan.actions[0].body == {
+            "metadata": {"annotations": {"training.kubeflow.org/capacity-changed-at": LATER}}
+        }
+
+
+def test_a_nudged_gang_whose_pod_group_needs_an_update_gets_the_update_alone() -> None:
+    view = cluster_view()
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context(COSCHEDULING))
+    pod_group_with_status(view, {"phase": "Scheduling"})
+    obj["status"] = status_of(plan_sync(obj, view, context(COSCHEDULING)))
+    obj["spec"].setdefault("runPolicy", {})["schedulingPolicy"] = {"minAvailable": 2}
+    plan = plan_sync(obj, view, context(COSCHEDULING, now=LATER, nudge=True))
+    assert writes(plan) == ["update podgroups test"]
+    assert not plan.nudged
 
 
 def test_a_pod_group_the_scheduler_has_not_seen_yet_sets_no_gang_condition() -> None:
