@@ -12,10 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gang import GangScheduler
+from gang import GangScheduler, needs_capacity_nudges
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.operator.capacity import WAITING, capacity_informers, index_waiting
 from mpi_operator.runtime.client import (
     CONFIGMAPS,
     JOBS,
@@ -40,6 +41,8 @@ OPERATOR_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
 INDEX_JOB_NAME: Final = "job-name"
 # PodGroups by the gang inputs (``plural/name``) the strategy reads for them.
 INDEX_GANG_INPUT: Final = "gang-input"
+# PodGroups of gangs not placed yet, under capacity.WAITING (when the strategy nudges).
+INDEX_GANG_WAITING: Final = "gang-waiting"
 GLOBAL_DEFAULT_PRIORITY: Final = "globalDefault"
 
 
@@ -65,6 +68,9 @@ class Caches:
     priority_classes: Informer | None
     # Cluster-scoped objects the gang strategy judges gangs by (Volcano's queues), by plural.
     gang_inputs: dict[str, Informer] = field(default_factory=dict)
+    # Nodes and bound pods, when the strategy nudges its scheduler as capacity appears: event
+    # sources only, started and stopped with the rest but not waited for (RBAC may refuse them).
+    capacity: dict[str, Informer] = field(default_factory=dict)
 
     @property
     def all(self) -> list[Informer]:
@@ -114,17 +120,21 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
     gang_inputs: dict[str, Informer] = {}
     if gang is not None:
         resource = pod_group_resource(gang)
-        children[resource.plural] = child(
-            resource, indexers={INDEX_GANG_INPUT: _index_by_gang_input(gang)}
-        )
+        indexers = {INDEX_GANG_INPUT: _index_by_gang_input(gang)}
+        if needs_capacity_nudges(gang):
+            indexers[INDEX_GANG_WAITING] = index_waiting(gang)
+        children[resource.plural] = child(resource, indexers=indexers)
         priority_classes = Informer.for_resource(client, PRIORITY_CLASSES)
         for watched in gang.watched_resources:
             cluster_scoped = Resource(
                 watched.group, watched.version, watched.plural, False, watched.kind
             )
             gang_inputs[watched.plural] = Informer.for_resource(client, cluster_scoped)
+    capacity: dict[str, Informer] = {}
+    if needs_capacity_nudges(gang):
+        capacity = capacity_informers(client, scope)
     mpijobs = Informer.for_resource(client, MPIJOBS, namespace=scope)
-    return Caches(mpijobs, children, priority_classes, gang_inputs)
+    return Caches(mpijobs, children, priority_classes, gang_inputs, capacity)
 
 
 class CacheView:
@@ -203,3 +213,9 @@ def _index_by_gang_input(gang: GangScheduler) -> Callable[[Object], list[str]]:
         return [_gang_input_value(plural, name) for plural, name in gang.inputs_of(pod_group)]
 
     return index
+
+
+def waiting_pod_groups(caches: Caches, gang: GangScheduler) -> list[Object]:
+    """The cached PodGroups of gangs not placed yet."""
+    store = caches.children[gang.pod_group_resource.plural].store
+    return store.by_index(INDEX_GANG_WAITING, WAITING)

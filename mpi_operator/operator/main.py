@@ -29,7 +29,9 @@ from mpi_operator.operator.caches import (
     enqueue_gang_input_users,
     enqueue_owner,
     pod_group_resource,
+    waiting_pod_groups,
 )
+from mpi_operator.operator.capacity import Change, NudgeSchedule, gangs_to_nudge, watch_capacity
 from mpi_operator.operator.options import DEFAULT_LEASE_NAME, Options
 from mpi_operator.operator.reconciler import CONTROLLER_NAME, MPIJobReconciler, SyncError
 from mpi_operator.operator.writer import ApiWriter
@@ -161,6 +163,7 @@ class Operator:
             assert self.gang is not None, "gang inputs are cached only with gang scheduling"
             to_users = enqueue_gang_input_users(caches, self.gang, plural, queue.add)
             informer.add_event_handler(to_users, to_users, to_users)
+        nudges = self._nudge_on_capacity(caches, queue)
         recorder = EventRecorder(ClientEventSink(client), EVENT_COMPONENT)
         # Writes of one sync that do not depend on each other (worker pods) go out together.
         pool = ThreadPoolExecutor(write_threads(options.threadiness), "writes")
@@ -171,6 +174,7 @@ class Operator:
             self.gang,
             options.cluster_domain,
             pool=pool,
+            nudges=nudges,
         )
         controller = Controller(
             CONTROLLER_NAME,
@@ -179,7 +183,7 @@ class Operator:
             options.threadiness,
             quiet_errors=(ApiError, SyncError),
         )
-        for informer in caches.all:
+        for informer in [*caches.all, *caches.capacity.values()]:
             informer.start()
         try:
             while not stop.is_set() and not wait_for_cache_sync(caches.all, timeout=5.0):
@@ -191,11 +195,25 @@ class Operator:
             controller.run(stop)
         finally:
             self.ready.clear()
-            for informer in caches.all:
+            for informer in [*caches.all, *caches.capacity.values()]:
                 informer.stop()
             pool.shutdown(wait=True)
             recorder.flush(5.0)
             recorder.stop()
+
+    def _nudge_on_capacity(self, caches: Caches, queue: RateLimitingQueue) -> NudgeSchedule | None:
+        """When the strategy's scheduler needs it: a change that may free capacity marks the
+        jobs of waiting gangs, whose syncs then nudge them (at most once per job per interval)."""
+        gang = self.gang
+        if gang is None or not caches.capacity:
+            return None
+        nudges = NudgeSchedule(lambda key, delay: queue.add_when_quiet(key, delay, delay))
+
+        def on_change(change: Change) -> None:
+            nudges.request(gangs_to_nudge(change, lambda: waiting_pod_groups(caches, gang)))
+
+        watch_capacity(caches.capacity, on_change)
+        return nudges
 
 
 def write_threads(threadiness: int) -> int:

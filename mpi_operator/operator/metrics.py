@@ -21,3 +21,9 @@ JOB_INFO: Final = Gauge(
     "Information about MPIJob",
     ["launcher", "namespace"],
 )
+
+# Ours, not upstream's.
+GANG_CAPACITY_NUDGES: Final = Counter(
+    "mpi_operator_gang_capacity_nudges",
+    "Waiting gangs whose scheduler was told that the cluster may have room for them",
+)

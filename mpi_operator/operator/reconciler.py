@@ -14,6 +14,7 @@ from mpi_operator.controller.plan import Action, Plan, SyncContext, plan_sync
 from mpi_operator.controller.status import Event
 from mpi_operator.operator import metrics
 from mpi_operator.operator.caches import MPIJOBS, Caches
+from mpi_operator.operator.capacity import NudgeSchedule
 from mpi_operator.runtime.controller import Result
 from mpi_operator.runtime.events import EventRecorder
 from mpi_operator.runtime.expectations import Expectations, Written
@@ -43,6 +44,7 @@ class MPIJobReconciler:
         now: Callable[[], str] = rfc3339_now,
         expectations: Expectations | None = None,
         pool: Executor | None = None,
+        nudges: NudgeSchedule | None = None,
     ) -> None:
         self._caches = caches
         self._view = caches.view()
@@ -53,6 +55,7 @@ class MPIJobReconciler:
         self._now = now
         self._expectations = expectations or Expectations()
         self._pool = pool
+        self._nudges = nudges
 
     def __call__(self, key: str) -> Result | None:
         obj = self._caches.mpijobs.store.get(key)
@@ -60,6 +63,8 @@ class MPIJobReconciler:
             # Children carry owner references; the garbage collector removes them.
             log.debug("mpijob %s is gone", key)
             self._expectations.forget(key)
+            if self._nudges is not None:
+                self._nudges.forget(key)
             return None
         wait = self._expectations.wait_left(key, self._cached)
         if wait is not None:
@@ -68,13 +73,15 @@ class MPIJobReconciler:
             log.debug("caches behind our last writes; sync skipped")
             return Result(requeue_after=wait)
         facts = self._caches.facts(self._cluster_domain)
-        plan = plan_sync(obj, self._view, SyncContext(facts, self._gang, self._now()))
+        nudge = self._nudges is not None and self._nudges.take(key)
+        plan = plan_sync(obj, self._view, SyncContext(facts, self._gang, self._now(), nudge=nudge))
 
         def announce(event: Event) -> None:
             self._recorder.event(obj, event.type, event.reason, event.message)
 
         outcome = execute(plan, self._writer, announce, self._pool)
         self._expectations.expect(key, self._awaited(outcome.written))
+        self._count_nudge(key, plan, outcome.written)
         if outcome.done == len(plan.actions):
             self._count(obj, plan)
         if outcome.cache_behind:
@@ -108,6 +115,17 @@ class MPIJobReconciler:
                 replaced = _version(action.body)
                 if replaced and _version(answer) != replaced:
                     yield Written(resource, action.namespace, action.name, replaced)
+
+    def _count_nudge(
+        self, key: str, plan: Plan, written: Sequence[tuple[Action, dict[str, Any] | None]]
+    ) -> None:
+        if not plan.nudged or self._nudges is None:
+            return
+        if any(action.verb == "patch" for action, _ in written):
+            metrics.GANG_CAPACITY_NUDGES.inc()
+        else:
+            # The sync stopped before its nudge: the next one is due after the interval.
+            self._nudges.request([key])
 
     def _count(self, obj: Object, plan: Plan) -> None:
         """Upstream's counters, moved only once the status write that records them landed."""

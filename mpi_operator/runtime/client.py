@@ -98,6 +98,7 @@ class Resource:
 # Kinds of Kubernetes itself that a controller runtime commonly needs.
 NAMESPACES = Resource("", "v1", "namespaces", False, "Namespace")
 PODS = Resource("", "v1", "pods", True, "Pod")
+NODES = Resource("", "v1", "nodes", False, "Node")
 SERVICES = Resource("", "v1", "services", True, "Service")
 CONFIGMAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
 SECRETS = Resource("", "v1", "secrets", True, "Secret")

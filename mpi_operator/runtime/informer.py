@@ -126,11 +126,12 @@ class Informer:
             log.exception("%s: informer thread died", self.name)
 
     def stop(self, timeout: float | None = 5.0) -> bool:
-        """Stop watching; True if the thread ended within ``timeout``."""
+        """Stop watching; True if the thread ended within ``timeout``. Called from the
+        informer's own thread (an event handler, ``on_fatal``), it ends once the call returns."""
         self._stop.set()
         self._reflector.interrupt()
-        if self._thread is None:
-            return True
+        if self._thread is None or self._thread is threading.current_thread():
+            return self._thread is None
         self._thread.join(timeout)
         return not self._thread.is_alive()
 

@@ -55,12 +55,20 @@ def service_account_kubeconfig(
     workdir: Path,
     *,
     token_seconds: int = TOKEN_SECONDS,
+    without: tuple[str, ...] = (),
 ) -> Path:
     """Apply the shipped RBAC with its ServiceAccount in ``namespace``; return a kubeconfig
-    for that ServiceAccount against the same API server (written under ``workdir``)."""
+    for that ServiceAccount against the same API server (written under ``workdir``).
+
+    ``without``: resources whose rules are left out, in a ClusterRole of its own name (the
+    shipped one is left as it is), to see how the operator copes with a narrower role."""
     account = load_manifest("service-account.yaml")
     role = load_manifest("cluster-role.yaml")
     binding = load_manifest("cluster-role-binding.yaml")
+    if without:
+        role["metadata"]["name"] += "-without-" + "-".join(without)
+        role["rules"] = [r for r in role["rules"] if not set(r["resources"]) & set(without)]
+        binding["roleRef"]["name"] = role["metadata"]["name"]
     account_name = account["metadata"]["name"]
     account["metadata"]["namespace"] = namespace
     binding["metadata"]["name"] = binding_name(namespace)

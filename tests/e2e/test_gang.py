@@ -13,10 +13,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from mpi_operator.quantity import Quantity
@@ -41,6 +43,7 @@ from .operator import (
     sim_job,
     wait_for_condition,
 )
+from .rbac import delete_service_account_binding, service_account_kubeconfig
 
 pytestmark = pytest.mark.e2e
 
@@ -50,6 +53,8 @@ NODES = 2
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 QUEUE_API = ("scheduling.volcano.sh", "v1beta1", "queues")
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+# What the operator stamps on a waiting coscheduling gang's PodGroup when capacity appears.
+CAPACITY_ANNOTATION = "training.kubeflow.org/capacity-changed-at"
 
 
 @dataclass
@@ -286,20 +291,21 @@ def amount(value: object) -> object:
 # --- every flavour ------------------------------------------------------------------------
 
 
-def test_a_gang_that_does_not_fit_binds_no_pod_until_a_node_is_added(
+def test_a_gang_too_big_for_the_cluster_waits_whole_and_starts_once_two_nodes_are_added(
     gang: Gang, ns: str, node_factory: Callable[..., str]
 ) -> None:
     c = gang.cluster
-    # 3 x 6 cpu workers and a launcher: 18.1 cpu, two 6-cpu pods at most on two 8-cpu nodes.
-    create_mpijob(c, ns, sim_job("big", workers=3).workers(3, cpu="6").obj())
-    placements = Placements(c, ns, {"big": 4})
+    # 4 x 4.5 cpu workers and a launcher: one worker per 8-cpu node, so four nodes; two exist.
+    # The 18.1 cpu stay within Volcano's admission (1.2 x the 16 cpu): it tries the gang.
+    create_mpijob(c, ns, sim_job("big", workers=4).workers(4, cpu="4500m").obj())
+    placements = Placements(c, ns, {"big": 5})
     reason = {"volcano": "Unschedulable", "scheduler-plugins": "PodGroupScheduling"}[gang.flavour]
 
     def turned_down_whole() -> GangState | None:
         assert placements.bound("big") == 0, describe(c, ns)
         pods = pods_of(c, ns, "big")
         state = gang_condition(c, ns, "big")
-        if len(pods) < 4 or not all(turned_down_pod(p) for p in pods):
+        if len(pods) < 5 or not all(turned_down_pod(p) for p in pods):
             return None
         return state if state and not state.scheduled and state.reason == reason else None
 
@@ -308,13 +314,32 @@ def test_a_gang_that_does_not_fit_binds_no_pod_until_a_node_is_added(
     assert reason in event_reasons(c, ns, "big")
     settle(2)
     pods = pods_of(c, ns, "big")
-    assert [p.status.phase for p in pods] == ["Pending"] * 4
-    assert [p.spec.node_name for p in pods] == [None] * 4
+    assert [p.status.phase for p in pods] == ["Pending"] * 5
+    assert [p.spec.node_name for p in pods] == [None] * 5
     running = condition(get_mpijob(c, ns, "big"), "Running")
     assert running is None or running["status"] == "False", running
 
-    node_factory(c, new_node_name(), cpu=str(NODE_CPU), memory="32Gi")
-    retry_gang_until(c, ns, "big", lambda: placements.placed("big"))
+    added = time.monotonic()
+    for _ in range(2):
+        node_factory(c, new_node_name(), cpu=str(NODE_CPU), memory="32Gi")
+    ready = time.monotonic()
+    # Nobody touches the PodGroup: Volcano looks at every gang each second, and the operator
+    # nudges coscheduling, which looks again only when the PodGroup changes.
+    wait_until(lambda: placements.placed("big"), 30, message=lambda: describe(c, ns))
+    print(
+        f"\n{gang.flavour}: gang bound {time.monotonic() - ready:.1f} s after the second node "
+        f"was Ready ({time.monotonic() - added:.1f} s after the first was created)"
+    )
+    pod_group = get_pod_group(c, ns, "big")
+    assert pod_group is not None
+    stamped = CAPACITY_ANNOTATION in (pod_group["metadata"].get("annotations") or {})
+    nudges = gang.operator.metric("mpi_operator_gang_capacity_nudges_total")
+    if gang.flavour == "scheduler-plugins":
+        assert stamped, pod_group["metadata"]
+        assert nudges is not None and nudges >= 1
+    else:
+        assert not stamped, pod_group["metadata"]
+        assert not nudges, "Volcano needs no nudge"
     wait_for_condition(c, ns, "big", "Succeeded", operator=gang.operator)
     done = wait_for_condition(c, ns, "big", CONDITION_GANG_SCHEDULED, operator=gang.operator)
     assert condition(done, CONDITION_GANG_SCHEDULED)["reason"] == "PodGroupRunning"  # type: ignore[index]
@@ -354,8 +379,8 @@ def test_of_two_gangs_with_room_for_one_one_runs_whole_and_the_other_waits_whole
     wait_until(
         lambda: not pods_of(c, ns, winner, "worker"), 60, message=f"{winner}'s workers to go"
     )
-    # Coscheduling is not woken by the winner's pods going away.
-    retry_gang_until(c, ns, loser, lambda: placements.placed(loser))
+    # Coscheduling is not woken by the winner's pods going away; the operator nudges it.
+    wait_until(lambda: placements.placed(loser), 90, message=lambda: describe(c, ns))
     wait_for_condition(c, ns, loser, CONDITION_GANG_SCHEDULED, operator=gang.operator)
     finish_launcher(c, ns, loser)
     wait_for_condition(c, ns, loser, "Succeeded", operator=gang.operator)
@@ -702,7 +727,55 @@ def test_coscheduling_retries_the_whole_gang_when_its_schedule_timeout_expires(
     assert all(p.status.phase == "Pending" and not p.spec.node_name for p in pods)
     gang_waits(c, ns, "patient", "PodGroupScheduling")
 
+    # The new node wakes the pod that did not fit, and the operator's nudge the rest.
     node_factory(c, new_node_name(), cpu=str(NODE_CPU), memory="32Gi")
-    retry_gang_until(c, ns, "patient", lambda: placements.placed("patient"))
+    wait_until(lambda: placements.placed("patient"), 90, message=lambda: describe(c, ns))
     wait_for_condition(c, ns, "patient", "Succeeded", operator=gang.operator)
     placements.assert_never_half_placed()
+
+
+@pytest.mark.parametrize("gang", [COSCHEDULING], indirect=True)
+def test_an_operator_refused_nodes_says_so_once_and_serves_without_nudges(
+    gang: Gang, ns: str, tmp_path: Path
+) -> None:
+    c = gang.cluster
+    kubeconfig = service_account_kubeconfig(c.kubeconfig, ns, tmp_path, without=("nodes",))
+    try:
+        wait_until(
+            lambda: may_list_mpijobs(kubeconfig, ns), 10, message="the binding to take effect"
+        )
+        # Scoped to an empty namespace: the module's operator serves the jobs.
+        operator = OperatorProcess(
+            c,
+            tmp_path,
+            name="operator-without-nodes",
+            kubeconfig=kubeconfig,
+            lock_namespace=ns,
+            extra_args=[f"--namespace={ns}"],
+        ).start()
+        try:
+            settle(3)
+            lines = operator.log_path.read_text().splitlines()
+            refused = [line for line in lines if "cannot list and watch nodes" in line]
+            assert len(refused) == 1, operator.log_tail()
+            assert "not nudged" in refused[0]
+            assert operator.get("/readyz", operator.health_port).rstrip().endswith("ok")
+        finally:
+            assert operator.stop() == 0, operator.log_tail()
+    finally:
+        delete_service_account_binding(c.kubeconfig, ns)
+
+
+def may_list_mpijobs(kubeconfig: Path, namespace: str) -> bool:
+    api = k8s_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+    try:
+        k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+            "kubeflow.org", "v2beta1", namespace, "mpijobs"
+        )
+        return True
+    except ApiException as error:
+        if error.status != 403:
+            raise
+        return False
+    finally:
+        api.close()  # type: ignore[no-untyped-call]

@@ -32,7 +32,6 @@ MPIJOBS = ("kubeflow.org", "v2beta1", "mpijobs")
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 # Resources the operator never touches; any verb on them must be refused.
 NOT_GRANTED = (
-    ("", "nodes"),
     ("", "namespaces"),
     ("", "pods/exec"),
     ("", "serviceaccounts/token"),
@@ -143,12 +142,15 @@ def test_lists_mpijobs_everywhere_and_manages_pods(
     core.delete_namespaced_pod("worker", namespace, grace_period_seconds=0)
 
 
-def test_nodes_are_forbidden(cluster: E2ECluster, operator_api: k8s.ApiClient) -> None:
+def test_nodes_are_listed_and_nothing_else(
+    cluster: E2ECluster, operator_api: k8s.ApiClient
+) -> None:
     nodes = cluster.to_dict(cluster.core.list_node())["items"]
     node = nodes[0]["metadata"]["name"]
     core = k8s.CoreV1Api(operator_api)
-    forbidden(core.list_node)
+    assert node in {n.metadata.name for n in core.list_node().items}
     forbidden(core.read_node, node)
+    forbidden(core.patch_node, node, {"spec": {"unschedulable": True}})
     forbidden(core.delete_node, node)
     assert "deletionTimestamp" not in cluster.to_dict(cluster.core.read_node(node))["metadata"]
 

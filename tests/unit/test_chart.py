@@ -202,7 +202,7 @@ def test_namespace_scope_grants_the_same_rules_split_by_scope(
     cluster_wide = flatten(
         operator_roles[("ClusterRole", "", "mpi-operator-mpi-operator")]["rules"]
     )
-    assert {resource for _, resource, _ in cluster_wide} == {"priorityclasses", "queues"}
+    assert {resource for _, resource, _ in cluster_wide} == {"nodes", "priorityclasses", "queues"}
     for namespace in ("team-a", "mpi-operator"):
         binding = rendered[("RoleBinding", namespace, "mpi-operator")]
         assert binding["subjects"][0]["namespace"] == "mpi-operator"

@@ -42,14 +42,15 @@ OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
     ("batch", "jobs/status"): ({"update"}, "resume clears status.startTime"),
     ("scheduling.k8s.io", "priorityclasses"): ({"get", "list", "watch"}, "gang minResources"),
     ("scheduling.volcano.sh", "podgroups"): (
-        {"get", "list", "watch", "create", "update", "delete"},
-        "Volcano gangs",
+        {"get", "list", "watch", "create", "update", "patch", "delete"},
+        "Volcano gangs; patch: the capacity nudge",
     ),
     ("scheduling.x-k8s.io", "podgroups"): (
-        {"get", "list", "watch", "create", "update", "delete"},
-        "coscheduling gangs",
+        {"get", "list", "watch", "create", "update", "patch", "delete"},
+        "coscheduling gangs; patch: the capacity nudge",
     ),
     ("scheduling.volcano.sh", "queues"): ({"get", "list", "watch"}, "why a Volcano gang waits"),
+    ("", "nodes"): ({"list", "watch"}, "capacity watch: nudge waiting gangs"),
     ("coordination.k8s.io", "leases"): ({"get", "create", "update"}, "leader election"),
 }
 # Where the resources a sync plan writes live.

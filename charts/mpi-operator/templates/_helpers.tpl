@@ -76,12 +76,14 @@ same (tests/unit/test_chart.py compares them).
 - apiGroups: [batch]
   resources: [jobs/status]
   verbs: [update]
+# patch: the stamp that wakes a waiting coscheduling gang when capacity appears.
 - apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
   resources: [podgroups]
-  verbs: [get, list, watch, create, update, delete]
+  verbs: [get, list, watch, create, update, patch, delete]
 {{- end -}}
 
-{{/* Cluster-scoped kinds: PriorityClasses order a gang's minResources; queues say why it waits. */}}
+{{/* Cluster-scoped kinds: PriorityClasses order a gang's minResources; queues say why it waits;
+nodes added or grown are when a waiting coscheduling gang may fit. */}}
 {{- define "mpi-operator.clusterRules" -}}
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses]
@@ -89,6 +91,9 @@ same (tests/unit/test_chart.py compares them).
 - apiGroups: [scheduling.volcano.sh]
   resources: [queues]
   verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]
 {{- end -}}
 
 {{- define "mpi-operator.leaseRules" -}}

@@ -1,0 +1,263 @@
+"""Nudging waiting gangs when the cluster may have room for them.
+
+Some gang schedulers look at a gang they turned down again only when its own objects change
+(the coscheduling plugin: a Pod add or a PodGroup add/update), not when a node is added or a
+pod goes away. When the strategy says its scheduler needs a nudge, the operator watches nodes
+and bound pods; a change that may free capacity marks every waiting gang's job, and the job's
+next sync (its own worker, through the queue) patches the strategy's stamp onto the PodGroup.
+
+The pure part decides: :func:`node_added`, :func:`node_grew`, :func:`gangs_to_nudge`. The
+rest keeps the rate: at most one nudge per gang per ``interval`` seconds, a burst of changes
+(nodes joining together, a job's pods going) coalesced into one, ``quiet`` seconds after the
+change so the scheduler has seen it too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gang import GangScheduler, waits
+from mpi_operator.api import constants as c
+from mpi_operator.quantity import InvalidQuantityError, Quantity
+from mpi_operator.runtime.client import NODES, PODS, ApiError, Client
+from mpi_operator.runtime.clock import REAL_CLOCK, Clock
+from mpi_operator.runtime.informer import Informer
+from mpi_operator.runtime.objects import Object, controller_ref, make_key
+from mpi_operator.runtime.reflector import EventHandler
+
+log = logging.getLogger(__name__)
+
+# PodGroups indexed under this value of INDEX_GANG_WAITING: their gangs are not placed yet.
+WAITING: Final = "waiting"
+NUDGE_QUIET: Final = 1.0
+NUDGE_INTERVAL: Final = 5.0
+# Pods that hold a node's resources: bound and not finished. A pod leaving this selection
+# (deleted, or finished) is a watch DELETED event.
+BOUND_PODS_SELECTOR: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+# Taints that keep new pods off a node (the scheduler's TaintToleration filter).
+_BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
+
+
+def slim_node(node: Object) -> Object:
+    """A node as the capacity watch reads it: what decides whether new pods may land on it."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    return {
+        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
+        "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec},
+        "status": {"allocatable": (node.get("status") or {}).get("allocatable") or {}},
+    }
+
+
+def slim_pod(pod: Object) -> Object:
+    """A bound pod as the capacity watch keeps it: which one it is, and its node."""
+    meta = pod.get("metadata") or {}
+    return {
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta
+        },
+        "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+    }
+
+
+@dataclass(frozen=True)
+class Change:
+    """One event of the capacity watch: ``old`` None for an add, ``new`` None for a delete."""
+
+    resource: str
+    old: Object | None
+    new: Object | None
+
+
+def frees_capacity(change: Change) -> bool:
+    """Whether pods that did not fit before may fit after ``change``: a node added that takes
+    pods, a node made schedulable, rid of a taint that kept pods off or grown in some
+    allocatable resource, or a pod gone from its node (deleted, or finished)."""
+    if change.resource == PODS.plural:
+        # Every pod of the watch is bound and unfinished: one leaving it frees its share.
+        return change.new is None and change.old is not None
+    if change.new is None or not _takes_pods(change.new):
+        return False
+    old = change.old
+    if old is None or not _takes_pods(old):
+        return True
+    if _blocking_taints(change.new) < _blocking_taints(old):
+        return True
+    before, after = _allocatable(old), _allocatable(change.new)
+    return any(amount > before.get(name, 0) for name, amount in after.items())
+
+
+def _takes_pods(node: Object) -> bool:
+    return not (node.get("spec") or {}).get("unschedulable")
+
+
+def _blocking_taints(node: Object) -> set[tuple[str, str, str]]:
+    return {
+        (str(t.get("key")), str(t.get("value") or ""), str(t.get("effect")))
+        for t in (node.get("spec") or {}).get("taints") or []
+        if isinstance(t, Mapping) and t.get("effect") in _BLOCKING_EFFECTS
+    }
+
+
+def _allocatable(node: Object) -> dict[str, Any]:
+    amounts: dict[str, Any] = {}
+    for name, raw in ((node.get("status") or {}).get("allocatable") or {}).items():
+        try:
+            amounts[name] = Quantity.parse(raw).value
+        except InvalidQuantityError:
+            continue
+    return amounts
+
+
+def gangs_to_nudge(change: Change, waiting: Callable[[], Iterable[Object]]) -> list[str]:
+    """The keys of the MPIJobs whose waiting gangs ``change`` may let start; ``waiting()``
+    lists the PodGroups of waiting gangs from the cache (read only when the change may have
+    freed capacity)."""
+    if not frees_capacity(change):
+        return []
+    keys = set()
+    for pod_group in waiting():
+        ref = controller_ref(pod_group)
+        if ref is not None and ref.get("kind") == c.KIND:
+            keys.add(make_key(pod_group["metadata"].get("namespace", ""), ref["name"]))
+    return sorted(keys)
+
+
+def index_waiting(gang: GangScheduler) -> Callable[[Object], list[str]]:
+    """Files the PodGroups whose gangs wait under WAITING, so a capacity change reads only
+    them, however many gangs run."""
+
+    def index(pod_group: Object) -> list[str]:
+        return [WAITING] if waits(gang, pod_group) else []
+
+    return index
+
+
+class NudgeSchedule:
+    """Which jobs are due a nudge, at most one per job per ``interval`` seconds.
+
+    ``request`` marks a job and has ``enqueue_after(key, delay)`` sync it when the nudge is
+    due; the job's sync asks ``take``, which answers True once per due nudge. A sync that comes
+    before the nudge is due (another event of the job) arms the delivery again, so no request
+    is lost to a retry that was already pending in the queue."""
+
+    def __init__(
+        self,
+        enqueue_after: Callable[[str, float], None],
+        clock: Clock = REAL_CLOCK,
+        quiet: float = NUDGE_QUIET,
+        interval: float = NUDGE_INTERVAL,
+    ) -> None:
+        self._enqueue_after = enqueue_after
+        self._clock = clock
+        self._quiet = quiet
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._due: dict[str, float] = {}
+        self._last: dict[str, float] = {}
+
+    def request(self, keys: Iterable[str]) -> None:
+        now = self._clock.monotonic()
+        armed = []
+        with self._lock:
+            # Nudges older than the interval no longer hold anything back.
+            for key in [k for k, at in self._last.items() if now - at >= self._interval]:
+                del self._last[key]
+            for key in keys:
+                if key in self._due:
+                    continue  # coalesced into the pending nudge
+                last = self._last.get(key)
+                due = now + self._quiet
+                if last is not None:
+                    due = max(due, last + self._interval)
+                self._due[key] = due
+                armed.append((key, due - now))
+        for key, delay in armed:
+            self._enqueue_after(key, delay)
+
+    def take(self, key: str) -> bool:
+        """Whether this sync of ``key`` should nudge its gang (consuming the request)."""
+        now = self._clock.monotonic()
+        with self._lock:
+            due = self._due.get(key)
+            if due is None:
+                return False
+            if due > now:
+                delay = due - now
+            else:
+                del self._due[key]
+                self._last[key] = now
+                return True
+        self._enqueue_after(key, delay)
+        return False
+
+    def forget(self, key: str) -> None:
+        """The job is gone."""
+        with self._lock:
+            self._due.pop(key, None)
+            self._last.pop(key, None)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._due)
+
+
+def capacity_informers(client: Client, namespace: str | None) -> dict[str, Informer]:
+    """Informers of the nodes and of the bound pods (in the operator's watch scope: with
+    ``--namespace`` only that namespace's pods going away nudge). One that RBAC refuses says
+    so once and stops; gangs are then not nudged for its changes."""
+    informers: dict[str, Informer] = {}
+
+    def refused(plural: str) -> Callable[[ApiError], None]:
+        def stop(error: ApiError) -> None:
+            informers[plural].stop()
+            log.warning(
+                "cannot list and watch %s (%s): waiting gangs are not nudged when %s; grant "
+                "list and watch on %s and restart the operator",
+                plural,
+                error,
+                "nodes are added or grow" if plural == NODES.plural else "pods go",
+                plural,
+            )
+
+        return stop
+
+    informers[NODES.plural] = Informer.for_resource(
+        client, NODES, name="capacity-nodes", transform=slim_node, on_fatal=refused(NODES.plural)
+    )
+    informers[PODS.plural] = Informer.for_resource(
+        client,
+        PODS,
+        namespace=namespace,
+        field_selector=BOUND_PODS_SELECTOR,
+        name="capacity-pods",
+        transform=slim_pod,
+        on_fatal=refused(PODS.plural),
+    )
+    return informers
+
+
+def watch_capacity(informers: Mapping[str, Informer], on_change: Callable[[Change], None]) -> None:
+    """Tell ``on_change`` of every change of the capacity watch."""
+    for plural, informer in informers.items():
+        informer.add_handler(_ChangeHandler(plural, on_change))
+
+
+class _ChangeHandler(EventHandler):
+    def __init__(self, resource: str, on_change: Callable[[Change], None]) -> None:
+        super().__init__()
+        self._resource = resource
+        self._on_change = on_change
+
+    def on_add(self, obj: Object) -> None:
+        self._on_change(Change(self._resource, None, obj))
+
+    def on_update(self, old: Object, new: Object) -> None:
+        self._on_change(Change(self._resource, old, new))
+
+    def on_delete(self, obj: Object) -> None:
+        self._on_change(Change(self._resource, obj, None))
