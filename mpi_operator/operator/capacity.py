@@ -6,8 +6,8 @@ pod goes away. When the strategy says its scheduler needs a nudge, the operator 
 and bound pods; a change that may free capacity marks every waiting gang's job, and the job's
 next sync (its own worker, through the queue) patches the strategy's stamp onto the PodGroup.
 
-The pure part decides: :func:`node_added`, :func:`node_grew`, :func:`gangs_to_nudge`. The
-rest keeps the rate: at most one nudge per gang per ``interval`` seconds, a burst of changes
+The pure part decides (:func:`frees_capacity`, :func:`gangs_to_nudge`); :class:`NudgeSchedule`
+keeps the rate: at most one nudge per gang per ``interval`` seconds, a burst of changes
 (nodes joining together, a job's pods going) coalesced into one, ``quiet`` seconds after the
 change so the scheduler has seen it too.
 """
@@ -200,10 +200,6 @@ class NudgeSchedule:
         with self._lock:
             self._due.pop(key, None)
             self._last.pop(key, None)
-
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._due)
 
 
 def capacity_informers(client: Client, namespace: str | None) -> dict[str, Informer]:
