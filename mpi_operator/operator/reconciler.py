@@ -119,12 +119,12 @@ class MPIJobReconciler:
     def _count_nudge(
         self, key: str, plan: Plan, written: Sequence[tuple[Action, dict[str, Any] | None]]
     ) -> None:
+        """Count a nudge the API server took; ask again for one the sync stopped before."""
         if not plan.nudged or self._nudges is None:
             return
         if any(action.verb == "patch" for action, _ in written):
             metrics.GANG_CAPACITY_NUDGES.inc()
         else:
-            # The sync stopped before its nudge: the next one is due after the interval.
             self._nudges.request([key])
 
     def _count(self, obj: Object, plan: Plan) -> None:
