@@ -8,10 +8,13 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from gang import select_gang_scheduler
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.controller.execute import WriteError
 from mpi_operator.controller.plan import Action
 from mpi_operator.operator.caches import build_caches
-from mpi_operator.operator.reconciler import MPIJobReconciler
+from mpi_operator.operator.capacity import NudgeSchedule
+from mpi_operator.operator.reconciler import MPIJobReconciler, SyncError
 from mpi_operator.runtime.clock import FakeClock
 from mpi_operator.runtime.controller import Controller
 from mpi_operator.runtime.ratelimit import ItemExponentialFailureRateLimiter
@@ -130,3 +133,43 @@ def test_a_sync_before_the_caches_show_our_last_writes_writes_nothing() -> None:
     caches.mpijobs.store.upsert({**job, "metadata": metadata, "status": status["status"]})
     assert reconciler("ns/pi") is None
     assert writer.writes == first and recorder.events == []
+
+
+class PatchRefusingWriter(CountingWriter):
+    def write(self, action: Action) -> dict[str, Any] | None:
+        if action.verb == "patch":
+            raise WriteError(403, "podgroups is forbidden: patch")
+        return super().write(action)
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["sent", "refused"])
+def test_a_due_nudge_patches_the_waiting_gang_and_is_counted_or_asked_for_again(
+    refused: bool,
+) -> None:
+    gang = select_gang_scheduler("sp-scheduler")
+    assert gang is not None
+    caches = build_caches(offline_client(), None, gang)
+    wrapper = MPIJobWrapper("pi").workers(1)
+    caches.mpijobs.store.upsert(wrapper.obj())
+    waiting = {
+        **gang.pod_group(wrapper.defaulted(), ClusterFacts()),
+        "status": {"phase": "Scheduling"},
+    }
+    caches.children["podgroups"].store.upsert(waiting)
+    clock, delivered = FakeClock(), []
+    nudges = NudgeSchedule(lambda key, delay: delivered.append((key, delay)), clock)
+    nudges.request(["ns/pi"])
+    clock.advance(1.0)
+    writer = PatchRefusingWriter() if refused else CountingWriter()
+    reconciler = MPIJobReconciler(caches, writer, Recorder(), gang, nudges=nudges)  # type: ignore[arg-type]
+    before = REGISTRY.get_sample_value("mpi_operator_gang_capacity_nudges_total") or 0.0
+    if refused:
+        with pytest.raises(SyncError):
+            reconciler("ns/pi")
+        assert delivered[-1] == ("ns/pi", 5.0), "asked for again, after the interval"
+    else:
+        reconciler("ns/pi")
+        assert "patch podgroups pi" in writer.writes
+        assert delivered == [("ns/pi", 1.0)], "nothing more to deliver"
+    after = REGISTRY.get_sample_value("mpi_operator_gang_capacity_nudges_total") or 0.0
+    assert after - before == (0.0 if refused else 1.0)
