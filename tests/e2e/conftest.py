@@ -3,8 +3,8 @@
 ``local_cluster("volcano")`` returns the session's cluster of a flavour
 (started on first use, stopped at session end); ``cluster``,
 ``volcano_cluster`` and ``coscheduling_cluster`` are shortcuts, and ``real_cluster`` is a
-separate default-scheduler cluster with real nodes only. Each test gets
-fresh namespaces from ``namespace_factory`` (or ``namespace`` on the default
+separate default-scheduler cluster with real nodes only (``real_operator`` serves it). Each
+test gets fresh namespaces from ``namespace_factory`` (or ``namespace`` on the default
 cluster) and fake nodes from ``node_factory``; both are deleted afterwards.
 """
 
@@ -69,6 +69,19 @@ def coscheduling_cluster(local_cluster: Callable[[str], E2ECluster]) -> E2EClust
 def real_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
     """The default-scheduler cluster whose nodes are real (kubelet, containerd), not kwok's."""
     return cluster_provider.get("default", real_nodes=True)
+
+
+@pytest.fixture(scope="module")
+def real_operator(
+    cluster_provider: ClusterProvider, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The operator on the real-node cluster, one process per test module."""
+    process = OperatorProcess(
+        cluster_provider.get("default", real_nodes=True), tmp_path_factory.mktemp("operator")
+    )
+    process.start()
+    yield process
+    assert process.stop() == 0, process.log_tail()
 
 
 @pytest.fixture
