@@ -23,6 +23,7 @@ from .operator import (
     OperatorProcess,
     condition,
     create_mpijob,
+    get_mpijob,
     get_pod_group,
     pods_of,
     settle,
@@ -208,11 +209,13 @@ def test_a_worker_killed_mid_run_fails_the_job_with_the_launchers_reason(
     real_operator: OperatorProcess,
 ) -> None:
     """Open MPI as root with the default sshAuthMountPath (/root/.ssh) and sshd: the ranks
-    sleep until worker 1's pod is deleted; the launcher may not retry."""
+    sleep until worker 1's pod is deleted; the launcher may not retry, so it starts only once
+    every worker's sshd listens (Open MPI's launcher does not wait for names to resolve)."""
     ns = namespace_factory(real_cluster)
     job = example("pi.yaml")
     name = job["metadata"]["name"]
     del job["spec"]["sshAuthMountPath"]
+    job["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"
     job["spec"]["runPolicy"]["backoffLimit"] = 0
     job["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] = "Never"
     for role in ("Launcher", "Worker"):
@@ -221,13 +224,19 @@ def test_a_worker_killed_mid_run_fails_the_job_with_the_launchers_reason(
     # Open MPI refuses root unless told otherwise.
     launcher_args = ["--allow-run-as-root", "-n", "2", "bash", "-c", RANK_RUNS]
     containers(job, "Launcher")[0]["args"] = launcher_args
-    containers(job, "Worker")[0]["args"] = ["-De"]
+    worker = containers(job, "Worker")[0]
+    worker["args"] = ["-De"]
+    worker["readinessProbe"] = {"tcpSocket": {"port": 2222}, "periodSeconds": 1}
     create_mpijob(real_cluster, ns, job)
 
     def ranks_running() -> bool:
         if not pods_of(real_cluster, ns, name, "launcher"):
             return False
-        return len(RANK_RUNS_LINE.findall(launcher_log(real_cluster, ns, name))) == 2
+        log = launcher_log(real_cluster, ns, name)
+        failed = condition(get_mpijob(real_cluster, ns, name), "Failed") or {}
+        if failed.get("status") == "True":
+            pytest.fail(f"the job failed before a worker was killed:\n{log}")
+        return len(RANK_RUNS_LINE.findall(log)) == 2
 
     wait_until(
         ranks_running,
