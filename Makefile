@@ -70,7 +70,8 @@ clean:
 
 -include hack/cluster/cluster.mk
 
-# The main job, end to end: local cluster, CRD, operator, the pi example to Succeeded.
+# The main job, end to end: a local cluster with real nodes, CRD, operator, the pi example
+# computing pi in real pods to Succeeded.
 .PHONY: demo
 demo: venv
-	$(PY) hack/demo.py --scheduler $(or $(SCHEDULER),default)
+	$(PY) hack/demo.py --scheduler $(or $(SCHEDULER),default) $(if $(NAME),--name $(NAME))

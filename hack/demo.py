@@ -1,12 +1,13 @@
-"""The whole story on one machine: a local cluster, the CRD, the operator, the pi job.
+"""The whole story on one machine: a local cluster, the CRD, the operator, pi computed for real.
 
-    python hack/demo.py [--scheduler default|volcano|scheduler-plugins] [--keep]
+    python hack/demo.py [--scheduler default|volcano|scheduler-plugins] [--name N] [--keep]
 
-Brings up a local cluster (building it first if needed), installs the MPIJob CRD, starts the
-operator as a local process with the cluster's kubeconfig, submits examples/pi/pi.yaml and
-prints each condition the job reaches until it Succeeds or Fails. Then it stops the operator
-and the cluster it started (``--keep`` leaves both running and prints how to reach them).
-Exits 0 only on Succeeded.
+Brings up a local cluster whose nodes are real (a kubelet and containerd each, the images
+imported; everything is built first if needed), installs the MPIJob CRD, starts the operator
+as a local process with the cluster's kubeconfig, submits examples/pi/pi.yaml unchanged and
+prints each condition the job reaches until it Succeeds or Fails, then the launcher's last log
+lines: the value of pi. Then it stops the operator and the cluster it started (``--keep``
+leaves both running and prints how to reach them). Exits 0 only on Succeeded.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,12 @@ GANG_FLAGS = {
 }
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 NAMESPACE = "default"
-SIM_RUN_FOR = "sim.mpi-operator.dev/run-for"
-TIMEOUT = 300.0
+# The example's three pods ask for one CPU each and a real node offers this machine's CPUs
+# (two on the project's machines), so two real nodes; no kwok nodes, or pods could land on
+# one and only be simulated.
+REAL_NODES = 2
+TIMEOUT = 600.0
+LAUNCHER_LINES = 5
 
 
 def say(message: str) -> None:
@@ -49,11 +55,12 @@ def say(message: str) -> None:
 
 def cluster_up(scheduler: str, name: str) -> localcluster.Cluster:
     """The running cluster, with the MPIJob CRD installed."""
-    say(f"starting local cluster {name} ({scheduler}); a first run builds it from source")
-    info = localcluster.up(scheduler, name=name)
-    cluster = localcluster.Cluster(info, localcluster.bin_dir())
+    say(f"starting local cluster {name} ({scheduler}, {REAL_NODES} real nodes)")
+    say("a first run builds the cluster's binaries and images from source (see docs)")
+    info = localcluster.up(scheduler, name=name, nodes=0, real_nodes=REAL_NODES)
+    cluster = localcluster.Cluster(info, localcluster.bin_dir(real_nodes=True))
     localcluster.apply_crds(cluster, [CRD])
-    say("MPIJob CRD installed")
+    say(f"cluster up in {info.up_seconds:.0f} s; MPIJob CRD installed")
     return cluster
 
 
@@ -75,12 +82,9 @@ def start_operator(kubeconfig: str, scheduler: str, log_path: Path) -> subproces
 
 
 def submit_and_watch(api: k8s.ApiClient, operator: subprocess.Popen[bytes]) -> bool:
+    """Submits the example as it is and reports its conditions until it finishes."""
     custom = k8s.CustomObjectsApi(api)
     job = yaml.safe_load(EXAMPLE.read_text())
-    # The local cluster's simulated launcher would finish within a second; five make the
-    # Running phase visible. Real clusters ignore the annotation.
-    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
-    launcher.setdefault("metadata", {}).setdefault("annotations", {})[SIM_RUN_FOR] = "5s"
     name = job["metadata"]["name"]
     try:
         custom.delete_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
@@ -90,56 +94,73 @@ def submit_and_watch(api: k8s.ApiClient, operator: subprocess.Popen[bytes]) -> b
     custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, job)
     say(f"submitted {EXAMPLE.relative_to(REPO)} as mpijob {NAMESPACE}/{name}")
     seen: set[str] = set()
+    reached: list[str] = []
+    finished: str | None = None
     deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
+    while finished is None and time.monotonic() < deadline:
         if operator.poll() is not None:
             say(f"the operator exited with {operator.returncode}")
-            return False
+            break
         current = custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
         for cond in _conditions(current):
             state = f"{cond['type']}={cond.get('status')} {cond.get('reason')}"
             if state not in seen:
                 seen.add(state)
                 say(f"mpijob/{name} {state}: {cond.get('message')}")
-        if "Succeeded" in _true(current):
-            return True
-        if "Failed" in _true(current):
-            return False
+            if cond.get("status") == "True" and cond["type"] not in reached:
+                reached.append(cond["type"])
+        finished = next((t for t in ("Succeeded", "Failed") if t in reached), None)
         time.sleep(0.2)
-    say(f"timed out after {TIMEOUT:.0f} s")
-    return False
+    if finished is None and operator.poll() is None:
+        say(f"timed out after {TIMEOUT:.0f} s")
+    say(f"mpijob/{name}: {' -> '.join(reached) or 'no condition'}")
+    print_launcher_log(k8s.CoreV1Api(api), name)
+    return finished == "Succeeded"
+
+
+def print_launcher_log(core: k8s.CoreV1Api, job_name: str) -> None:
+    """The last lines the launcher printed: with the example, the ranks' hosts and pi."""
+    selector = f"training.kubeflow.org/job-name={job_name},training.kubeflow.org/job-role=launcher"
+    try:
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+        if not pods:
+            say("no launcher pod to read a log from")
+            return
+        pod = str(max(pods, key=lambda p: p.metadata.creation_timestamp).metadata.name)
+        log = str(core.read_namespaced_pod_log(pod, NAMESPACE))
+    except ApiException as error:
+        say(f"could not read the launcher's log: {error.reason}")
+        return
+    say(f"last lines of pod/{pod} (the launcher):")
+    for line in log.strip().splitlines()[-LAUNCHER_LINES:]:
+        print(f"    {line}", flush=True)
 
 
 def _conditions(job: dict[str, Any]) -> list[dict[str, Any]]:
     return list((job.get("status") or {}).get("conditions") or [])
 
 
-def _true(job: dict[str, Any]) -> set[str]:
-    return {c["type"] for c in _conditions(job) if c.get("status") == "True"}
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scheduler", choices=sorted(GANG_FLAGS), default="default")
+    parser.add_argument("--name", help="the local cluster's name (default demo-<scheduler>)")
     parser.add_argument("--keep", action="store_true", help="leave cluster and operator running")
-    args = parser.parse_args()
-    name = f"demo-{args.scheduler}"
-    try:
-        kubeconfig = cluster_up(args.scheduler, name).kubeconfig
-    except localcluster.ClusterError as error:
-        say(f"the local cluster did not come up: {error}")
-        localcluster.down(name)
-        return 1
+    args = parser.parse_args(argv)
+    name = args.name or f"demo-{args.scheduler}"
     operator: subprocess.Popen[bytes] | None = None
     succeeded = False
     try:
+        kubeconfig = cluster_up(args.scheduler, name).kubeconfig
         api = k8s_config.new_client_from_config(config_file=kubeconfig)
         log_dir = Path(os.environ.get("TMPDIR", "/tmp"))
         operator = start_operator(kubeconfig, args.scheduler, log_dir / f"{name}-operator.log")
         succeeded = submit_and_watch(api, operator)
+    except (localcluster.ClusterError, localcluster.realnodes.RealNodeError) as error:
+        say(f"the local cluster did not come up: {error}")
     finally:
-        if args.keep:
-            say(f"left running: export KUBECONFIG={kubeconfig}")
+        info = localcluster.ClusterInfo.load(name)
+        if args.keep and info is not None:
+            say(f"left running: export KUBECONFIG={info.kubeconfig}")
         else:
             if operator is not None and operator.poll() is None:
                 operator.send_signal(signal.SIGTERM)

@@ -891,11 +891,12 @@ def stop_real_node_pods(name: str, procs: Sequence[Proc]) -> list[Proc]:
     """Kubelets first (they would restart containers), then every container, while each
     node's containerd still runs; the rest stops with the other processes."""
     stopped = stop_processes([p for p in procs if p.name.startswith("kubelet-")])
-    nodes_dir = cluster_dir(name) / "nodes"
-    for node in sorted(nodes_dir.iterdir()) if nodes_dir.is_dir() else []:
-        paths = realnodes.node_paths(cluster_dir(name), node.name)
-        containerd = [p for p in procs if p.name == f"containerd-{node.name}" and p.alive()]
-        if containerd and paths.socket.exists():
+    for containerd in procs:
+        if not (containerd.name.startswith("containerd-") and containerd.alive()):
+            continue
+        node = containerd.name.removeprefix("containerd-")
+        paths = realnodes.node_paths(cluster_dir(name), node)
+        if paths.socket.exists():
             with contextlib.suppress(realnodes.RealNodeError, subprocess.TimeoutExpired):
                 realnodes.kill_containers(paths)
     return stopped

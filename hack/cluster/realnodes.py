@@ -159,7 +159,9 @@ def node_names(count: int) -> list[str]:
 
 
 def node_paths(cluster_dir: Path, node: str) -> NodePaths:
-    return NodePaths(cluster_dir / "nodes" / node)
+    """The node's directory is named by its index alone: the kubelet binds Unix sockets
+    deep below its root (:data:`KUBELET_DEEPEST_SOCKET`), and every byte counts."""
+    return NodePaths(cluster_dir / "nodes" / node.removeprefix(NODE_PREFIX))
 
 
 def bridge_name(cluster: str) -> str:
@@ -332,6 +334,11 @@ def corefile(network: Network, kubeconfig: str, ready_port: int) -> str:
 
 
 MAX_SOCKET_PATH = 104 - len(".ttrpc")
+# Linux's limit on a Unix socket path (sun_path holds 108 bytes with the final NUL), and the
+# deepest socket the kubelet binds below its root (pod-resources/ gets a 10-digit temporary
+# name first, 3 bytes shorter).
+MAX_UNIX_SOCKET_PATH = 107
+KUBELET_DEEPEST_SOCKET = "device-plugins/kubelet.sock"
 
 
 def write_node_files(
@@ -342,11 +349,16 @@ def write_node_files(
     healthz_port: int,
     client_ca: Path,
 ) -> None:
-    if len(str(paths.socket)) > MAX_SOCKET_PATH:
-        raise RealNodeError(
-            f"containerd's socket path {paths.socket} is longer than {MAX_SOCKET_PATH} "
-            "bytes: use a shorter cluster name or MPI_OPERATOR_CACHE"
-        )
+    kubelet_socket = paths.kubelet_root / KUBELET_DEEPEST_SOCKET
+    for owner, socket, limit in (
+        ("containerd", paths.socket, MAX_SOCKET_PATH),
+        ("the kubelet", kubelet_socket, MAX_UNIX_SOCKET_PATH),
+    ):
+        if len(str(socket)) > limit:
+            raise RealNodeError(
+                f"{owner}'s socket path {socket} is longer than {limit} "
+                "bytes: use a shorter cluster name or MPI_OPERATOR_CACHE"
+            )
     paths.create()
     paths.containerd_config.write_text(containerd_config(paths))
     (paths.cni_conf_dir / "10-bridge.conflist").write_text(

@@ -3,8 +3,8 @@
 ``local_cluster("volcano")`` returns the session's cluster of a flavour
 (started on first use, stopped at session end); ``cluster``,
 ``volcano_cluster`` and ``coscheduling_cluster`` are shortcuts, and ``real_cluster`` is a
-separate default-scheduler cluster with real nodes only. Each test gets
-fresh namespaces from ``namespace_factory`` (or ``namespace`` on the default
+separate default-scheduler cluster with real nodes only (``real_operator`` serves it). Each
+test gets fresh namespaces from ``namespace_factory`` (or ``namespace`` on the default
 cluster) and fake nodes from ``node_factory``; both are deleted afterwards.
 """
 
@@ -62,6 +62,10 @@ def coscheduling_cluster(local_cluster: Callable[[str], E2ECluster]) -> E2EClust
 def real_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
     """The default-scheduler cluster whose nodes are real (kubelet, containerd), not kwok's."""
     return cluster_provider.get("default", real_nodes=True)
+
+
+# The operator on the real-node cluster, one process per test module.
+real_operator = operator_fixture("default", name="real_operator", real_nodes=True)
 
 
 @pytest.fixture

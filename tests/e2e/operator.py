@@ -162,11 +162,11 @@ class OperatorProcess:
         return process.returncode
 
 
-def operator_fixture(flavour: str, **cluster_options: bool) -> Any:
-    """A module-scoped ``operator`` fixture: the operator on the session's cluster of
+def operator_fixture(flavour: str, name: str = "operator", **cluster_options: bool) -> Any:
+    """A module-scoped fixture called ``name``: the operator on the session's cluster of
     ``flavour`` (``ClusterProvider.get`` options), for a module that needs that cluster."""
 
-    @pytest.fixture(scope="module")
+    @pytest.fixture(scope="module", name=name)
     def operator(
         cluster_provider: ClusterProvider, tmp_path_factory: pytest.TempPathFactory
     ) -> Iterator[OperatorProcess]:

@@ -83,3 +83,21 @@ def test_a_socket_path_too_long_for_unix_sockets_is_refused(tmp_path: Path) -> N
     with pytest.raises(realnodes.RealNodeError, match="longer than"):
         realnodes.write_node_files(deep, NETWORK, tmp_path, 1, 2, Path("/ca"))
     assert not deep.root.exists()
+
+
+def test_a_node_whose_kubelet_socket_would_not_fit_is_refused() -> None:
+    # containerd's socket fits below this cluster directory; the kubelet's deepest does not.
+    cluster = Path("/" + "d" * 70)
+    deep = realnodes.node_paths(cluster, "real-node-0")
+    assert len(str(deep.socket)) <= realnodes.MAX_SOCKET_PATH
+    with pytest.raises(realnodes.RealNodeError, match="the kubelet's socket path"):
+        realnodes.write_node_files(deep, NETWORK, cluster, 1, 2, Path("/ca"))
+    assert not deep.root.exists()
+
+
+def test_the_longest_e2e_cluster_name_fits_under_roots_default_cache() -> None:
+    cluster = Path("/root/.cache/mpi-operator/clusters/e2e-scheduler-plugins-real")
+    paths = realnodes.node_paths(cluster, "real-node-1")
+    assert paths.root == cluster / "nodes" / "1"
+    socket = paths.kubelet_root / realnodes.KUBELET_DEEPEST_SOCKET
+    assert len(str(socket)) <= realnodes.MAX_UNIX_SOCKET_PATH

@@ -1,0 +1,49 @@
+"""`make demo`'s script, as a user runs it: its own cluster with real nodes, the pi example
+computing pi in real pods, and nothing of it left afterwards."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from .clusters import REPO, ClusterProvider, load_cluster_tool
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realnodes]
+
+DEMO = REPO / "hack" / "demo.py"
+PI_LINE = re.compile(r"^\s+pi is approximately 3\.141592\d*, error", re.MULTILINE)
+
+
+def test_demo_computes_pi_in_real_pods_and_stops_everything(
+    cluster_provider: ClusterProvider,
+) -> None:
+    if cluster_provider.provider != "local":
+        pytest.skip("the demo brings up a local cluster of its own")
+    tool = load_cluster_tool()
+    realnodes = sys.modules["realnodes"]
+    name = f"{os.environ.get('E2E_CLUSTER_PREFIX', 'e2e')}-demo"
+    try:
+        demo = subprocess.run(
+            [sys.executable, str(DEMO), f"--name={name}"],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+            cwd=REPO,
+        )
+    finally:
+        # Whatever happened to the demo, its cluster goes (a no-op once the demo stopped it).
+        stopped_by_test = tool.down(name)
+    out = demo.stdout
+    assert demo.returncode == 0, out + demo.stderr[-3000:]
+    assert "demo: mpijob/pi: Created -> Running -> Succeeded" in out, out
+    assert PI_LINE.search(out), out
+    assert "demo: stopped the operator and the cluster" in out, out
+    assert stopped_by_test == []
+    assert not tool.cluster_dir(name).exists()
+    left = realnodes.host_traces(name, tool.cluster_dir(name))
+    assert left.empty(), left
