@@ -398,13 +398,23 @@ def http_ok(url: str) -> bool:
 # --- configuration ----------------------------------------------------------
 
 
+def audit_log(name: str) -> Path:
+    """The API server's audit log of a cluster brought up with an audit policy."""
+    return cluster_dir(name) / "kwok" / "clusters" / name / "logs" / "audit.log"
+
+
 def pki_dir(cluster: Cluster) -> Path:
     """kwokctl's CA and the admin certificate every component uses."""
     return cluster.dir / "kwok" / "clusters" / cluster.info.name / "pki"
 
 
 def kwok_config(
-    bins: Path, mods: dict[str, Path], vers: dict[str, str], pki: Path, real_nodes: bool
+    bins: Path,
+    mods: dict[str, Path],
+    vers: dict[str, str],
+    pki: Path,
+    real_nodes: bool,
+    audit_policy: Path | None = None,
 ) -> str:
     kwok = mods["sigs.k8s.io/kwok"] / "kustomize" / "stage"
     ctl = {
@@ -421,6 +431,8 @@ def kwok_config(
             "etcdBinary": str(bins / "etcd"),
             "kwokControllerBinary": str(bins / "kwok"),
             "disableQPSLimits": True,
+            # The API server then writes what the policy asks for to audit_log(name).
+            **({"kubeAuditPolicy": str(audit_policy)} if audit_policy else {}),
         },
         "componentsPatches": [
             # A throwaway cluster does not need durable writes; fsync dominates
@@ -810,6 +822,7 @@ def up(
     build: bool = True,
     real_nodes: int = 0,
     images: Path | None = None,
+    audit_policy: Path | None = None,
 ) -> ClusterInfo:
     if scheduler not in SCHEDULERS:
         raise ClusterError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULERS}")
@@ -848,7 +861,9 @@ def up(
     cluster = Cluster(info, bins)
     try:
         config = cdir / "kwok.yaml"
-        config.write_text(kwok_config(bins, mods, vers, pki_dir(cluster), real_nodes > 0))
+        config.write_text(
+            kwok_config(bins, mods, vers, pki_dir(cluster), real_nodes > 0, audit_policy)
+        )
         env = {
             **os.environ,
             "KWOK_WORKDIR": str(workdir),
