@@ -23,11 +23,11 @@ ServiceAccount (bound to cluster-admin). A phase:
    brings its ConfigMap back);
 5. deletes the namespace and waits until it is gone.
 
-The raw ceiling follows the rounds: a plain client (no operator; this project's HTTP client, no
-client-side limit) creates the objects the operator creates for each job (Service, ConfigMap,
-Secret, worker Pods, launcher Job, as ``mpi-operator render`` gives them) with 4 and with 16
-concurrent clients, each one whole job at a time. The clients are processes: threads of one
-interpreter would measure its lock, not the API server.
+The raw ceiling follows the rounds: a plain client (no operator; bench/ceiling, client-go with no
+client-side limit, built by bench/build-ceiling.sh) creates the objects the operator creates for
+each job (Service, ConfigMap, Secret, worker Pods, launcher Job, as ``mpi-operator render``
+gives them) with 4 and with 16 goroutines, each one whole job at a time. (A Python client is
+slower than the operators themselves on 2 cores: it would bound nothing.)
 
 Requests are attributed by the audit log: only the ServiceAccount's requests are logged, and only
 one operator runs at a time, so the bytes the log grew by during a phase are that operator's.
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import signal
 import socket
@@ -70,12 +69,12 @@ from mpi_operator.runtime.client import (
     PODS,
     SECRETS,
     SERVICES,
-    Client,
     Resource,
 )
 from mpi_operator.sdk.offline import render
 
 BUILD_UPSTREAM = REPO / "bench" / "build-upstream.sh"
+BUILD_CEILING = REPO / "bench" / "build-ceiling.sh"
 SA_NAMESPACE, SA_NAME = "bench-system", "mpi-operator"
 SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
 LEASE_NAME = "mpi-operator"  # both operators' Lease name
@@ -581,44 +580,46 @@ def ceiling_objects(name: str, namespace: str, workers: int) -> list[tuple[Resou
     return objects
 
 
-# One client per process of the ceiling's pool (a thread pool in one interpreter would measure
-# the interpreter's lock, not the API server).
-_ceiling_client: Client | None = None
-
-
-def _start_ceiling_client(kubeconfig: str) -> None:
-    global _ceiling_client
-    _ceiling_client = Client.from_kubeconfig(kubeconfig, qps=0)
-
-
-def _wait_a_moment(_: int) -> None:
-    time.sleep(0.5)  # long enough that every process of the pool takes one
-
-
-def _create_all(objects: list[tuple[Resource, Any]]) -> None:
-    assert _ceiling_client is not None
-    for resource, obj in objects:
-        _ceiling_client.create(resource, obj)
-
-
 def raw_ceiling(
-    cluster: Cluster, clients: int, jobs: int, workers: int, timeout: float
+    cluster: Cluster, binary: Path, clients: int, args: argparse.Namespace
 ) -> dict[str, Any]:
-    """``clients`` processes, each creating one job's objects at a time, one after another."""
+    """``clients`` goroutines of bench/ceiling, each creating one job's objects at a time."""
     namespace = f"ceiling-{clients}"
     cluster.create_namespace(namespace)
-    work = [ceiling_objects(f"raw-{i:05d}", namespace, workers) for i in range(jobs)]
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(
-        clients, initializer=_start_ceiling_client, initargs=(cluster.admin_kubeconfig,)
-    ) as pool:
-        pool.map(_wait_a_moment, range(clients), chunksize=1)
-        start = time.monotonic()
-        pool.map(_create_all, work, chunksize=1)
-        seconds = time.monotonic() - start
-    cluster.delete_namespace(namespace, timeout)
-    objects = sum(len(w) for w in work)
-    return {"clients": clients, "objects": objects, "objects_per_second": objects / seconds}
+    work = [
+        [
+            {
+                "group": resource.group,
+                "version": resource.version,
+                "resource": resource.plural,
+                "namespace": namespace,
+                "object": obj,
+            }
+            for resource, obj in ceiling_objects(f"raw-{i:05d}", namespace, args.workers)
+        ]
+        for i in range(args.jobs)
+    ]
+    objects_file = args.work / f"{namespace}.json"
+    objects_file.write_text(json.dumps(work))
+    result = subprocess.run(
+        [
+            str(binary),
+            f"-kubeconfig={cluster.admin_kubeconfig}",
+            f"-objects={objects_file}",
+            f"-clients={clients}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=args.timeout,
+    )
+    measured = json.loads(result.stdout)
+    cluster.delete_namespace(namespace, args.namespace_timeout)
+    return {
+        "clients": clients,
+        "objects": measured["objects"],
+        "objects_per_second": measured["objects"] / measured["seconds"],
+    }
 
 
 # --- the report ---------------------------------------------------------------------------
@@ -725,6 +726,12 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}); load average at the end {load[0]:.1f}"
 
 
+def built(script: Path) -> Path:
+    """The binary a build script prints the path of (building it when it is not cached)."""
+    run = subprocess.run([str(script)], check=True, capture_output=True, text=True)
+    return Path(run.stdout.strip())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=60)
@@ -744,7 +751,7 @@ def main() -> int:
         type=int,
         nargs="*",
         default=[4, 16],
-        help="concurrent clients (processes) of the raw ceiling (none: skip it)",
+        help="concurrent clients (goroutines) of the raw ceiling (none: skip it)",
     )
     parser.add_argument(
         "--upstream-binary",
@@ -759,11 +766,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="also write every phase's figures as JSON here")
     args = parser.parse_args()
 
-    binary = args.upstream_binary or Path(
-        subprocess.run(
-            [str(BUILD_UPSTREAM)], check=True, capture_output=True, text=True
-        ).stdout.strip()
-    )
+    binary = args.upstream_binary or built(BUILD_UPSTREAM)
+    ceiling_binary = built(BUILD_CEILING)
     flags = Flags(
         args.threadiness,
         args.kube_api_qps,
@@ -803,9 +807,7 @@ def main() -> int:
                 print(json.dumps(phase), file=sys.stderr)
                 phases.append(phase)
         for clients in args.ceiling_clients:
-            ceiling.append(
-                raw_ceiling(cluster, clients, args.jobs, args.workers, args.namespace_timeout)
-            )
+            ceiling.append(raw_ceiling(cluster, ceiling_binary, clients, args))
     finally:
         localcluster.down(args.cluster_name)
     report = {
