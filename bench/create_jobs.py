@@ -286,6 +286,13 @@ def check(result: dict[str, Any]) -> list[str]:
     return breaches
 
 
+def exit_code(breaches: list[str]) -> int:
+    """1 after printing each breach of the thresholds, 0 when there is none."""
+    for breach in breaches:
+        print(f"threshold breached: {breach}", file=sys.stderr)
+    return 1 if breaches else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=500)
@@ -319,10 +326,7 @@ def main() -> int:
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")
-    breaches = check(result)
-    for breach in breaches:
-        print(f"threshold breached: {breach}", file=sys.stderr)
-    return 1 if breaches else 0
+    return exit_code(check(result))
 
 
 if __name__ == "__main__":

@@ -430,6 +430,11 @@ def http_ok(url: str) -> bool:
 # --- configuration ----------------------------------------------------------
 
 
+def audit_log(name: str) -> Path:
+    """The API server's audit log of a cluster brought up with an audit policy."""
+    return cluster_dir(name) / "kwok" / "clusters" / name / "logs" / "audit.log"
+
+
 def pki_dir(cluster: Cluster) -> Path:
     """kwokctl's CA and the admin certificate every component uses."""
     return cluster.dir / "kwok" / "clusters" / cluster.info.name / "pki"
@@ -441,6 +446,7 @@ def kwok_config(
     vers: dict[str, str],
     pki: Path,
     network: realnodes.Network | None,
+    audit_policy: Path | None = None,
 ) -> str:
     """kwokctl's configuration; ``network`` is the real nodes' pod network, if any."""
     real_nodes = network is not None
@@ -461,6 +467,8 @@ def kwok_config(
             "disableQPSLimits": True,
             # Pods reach the API server at the bridge address (the `kubernetes` Service's).
             **({"kubeApiserverCertSANs": [network.gateway]} if network else {}),
+            # The API server then writes what the policy asks for to audit_log(name).
+            **({"kubeAuditPolicy": str(audit_policy)} if audit_policy else {}),
         },
         "componentsPatches": [
             # A throwaway cluster does not need durable writes; fsync dominates
@@ -928,6 +936,7 @@ def up(
     images: Path | None = None,
     with_kueue: bool = False,
     kueue_pods_ready_timeout: int = 0,
+    audit_policy: Path | None = None,
 ) -> ClusterInfo:
     if scheduler not in SCHEDULERS:
         raise ClusterError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULERS}")
@@ -972,7 +981,7 @@ def up(
     try:
         config = cdir / "kwok.yaml"
         network = create_pod_network(cluster, real_nodes) if real_nodes else None
-        config.write_text(kwok_config(bins, mods, vers, pki_dir(cluster), network))
+        config.write_text(kwok_config(bins, mods, vers, pki_dir(cluster), network, audit_policy))
         env = {
             **os.environ,
             "KWOK_WORKDIR": str(workdir),

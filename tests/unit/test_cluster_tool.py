@@ -10,6 +10,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import yaml
+
 TOOL = Path(__file__).resolve().parents[2] / "hack" / "cluster" / "localcluster.py"
 CRD = "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh"
 # What `kubectl wait --for=condition=Established` printed on a CRD without conditions yet.
@@ -74,3 +76,31 @@ def test_not_established_reads_lists_and_single_objects() -> None:
     fresh = {"metadata": {"name": "b"}, "status": {}}
     assert tool.not_established({"kind": "List", "items": [ready, fresh]}) == ["b"]
     assert tool.not_established(ready) == []
+
+
+def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path) -> None:
+    tool = cluster_tool()
+    stages = tmp_path / "kwok" / "kustomize" / "stage"
+    for rel in (
+        "node/fast/node-initialize.yaml",
+        "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+        "pod/fast/pod-ready.yaml",
+    ):
+        (stages / rel).parent.mkdir(parents=True, exist_ok=True)
+        (stages / rel).write_text("kind: Stage\n")
+    policy = tmp_path / "audit-policy.yaml"
+
+    def options(audit_policy: Path | None) -> dict[str, Any]:
+        text = tool.kwok_config(
+            tmp_path / "bin",
+            {"sigs.k8s.io/kwok": tmp_path / "kwok"},
+            {"K8S_VERSION": "v1.34.1"},
+            tmp_path / "pki",
+            None,
+            audit_policy,
+        )
+        options: dict[str, Any] = next(yaml.safe_load_all(text))["options"]
+        return options
+
+    assert options(policy)["kubeAuditPolicy"] == str(policy)
+    assert "kubeAuditPolicy" not in options(None)

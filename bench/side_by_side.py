@@ -1,0 +1,841 @@
+"""Benchmark: this operator and upstream's (kubeflow/mpi-operator, Go) side by side.
+
+    python bench/side_by_side.py [--jobs 60] [--workers 2] [--rounds 2] [--threadiness 2]
+        [--kube-api-qps 5] [--kube-api-burst 10] [--upstream-binary PATH] [--out FILE]
+
+One fresh local cluster (bench/create_jobs.py's, with an audit policy) serves every phase.
+A round runs each operator once, alone, in a namespace of its own (the order alternates between
+rounds: ours, upstream; upstream, ours; ...), with the same flags and leader election on, as one
+ServiceAccount (bound to cluster-admin). A phase:
+
+1. starts the operator and takes the time from the process's start to the Lease it acquires
+   (``spec.acquireTime``; both operators campaign before they build their caches);
+2. creates N MPIJobs of W workers as fast as the API server takes them and takes the time each
+   job's launcher Job appears on a watch (jobs/s from the first submission to the last launcher;
+   p50/p99 submission to launcher);
+3. waits until every job shows the condition Running and the operator has then written nothing
+   for 5 s (its queue may hold syncs back for longer), then reads its CPU seconds and peak RSS
+   from /proc (CPU per job: the CPU spent from just before the first job to then, over N), and
+   counts its requests since its start in the API server's audit log: writes and reads per job
+   (Lease requests left out: they depend on time, not on jobs), 409 answers per job;
+4. stops the operator, deletes every job's ConfigMap, and starts it again: the resync time is
+   from the new process's start until all N ConfigMaps exist again (only a sync of each job
+   brings its ConfigMap back);
+5. deletes the namespace and waits until it is gone.
+
+The raw ceiling follows the rounds: a plain client (no operator; bench/ceiling, client-go with no
+client-side limit, built by bench/build-ceiling.sh) creates the objects the operator creates for
+each job (Service, ConfigMap, Secret, worker Pods, launcher Job, as ``mpi-operator render``
+gives them) with 4 and with 16 goroutines, each one whole job at a time. (A Python client is
+slower than the operators themselves on 2 cores: it would bound nothing.)
+
+Requests are attributed by the audit log: only the ServiceAccount's requests are logged, and only
+one operator runs at a time, so the bytes the log grew by during a phase are that operator's.
+The table gives the mean of the rounds for each operator and the ratio ours / upstream; ``--out``
+writes every round's figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import create_jobs
+import yaml
+from create_jobs import GROUP, PLURAL, REPO, VERSION, localcluster
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+
+from mpi_operator.runtime.client import (
+    CONFIGMAPS,
+    JOBS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    Resource,
+)
+from mpi_operator.sdk.offline import render
+
+BUILD_UPSTREAM = REPO / "bench" / "build-upstream.sh"
+BUILD_CEILING = REPO / "bench" / "build-ceiling.sh"
+SA_NAMESPACE, SA_NAME = "bench-system", "mpi-operator"
+SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
+LEASE_NAME = "mpi-operator"  # both operators' Lease name
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+READ_VERBS = frozenset({"get", "list", "watch"})
+# Upstream's health server listens on this port of every interface, whatever its flags say.
+UPSTREAM_HEALTH_PORT = 8080
+QUIET_SECONDS = 5.0
+RESOURCE_OF_KIND = {
+    "Service": SERVICES,
+    "ConfigMap": CONFIGMAPS,
+    "Secret": SECRETS,
+    "Pod": PODS,
+    "Job": JOBS,
+}
+
+
+def audit_policy() -> dict[str, Any]:
+    """Log the ServiceAccount's requests (metadata only), nothing else. A watch is logged when
+    it starts (ResponseStarted), every other request when it is answered."""
+    return {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived"],
+        "rules": [{"level": "Metadata", "users": [SA_USER]}, {"level": "None"}],
+    }
+
+
+# --- the audit log ------------------------------------------------------------------------
+
+
+@dataclass
+class Requests:
+    """An operator's requests in a stretch of the audit log (Lease requests apart)."""
+
+    writes: Counter[str] = field(default_factory=Counter)
+    reads: Counter[str] = field(default_factory=Counter)
+    conflicts: int = 0
+    lease_requests: int = 0
+
+    def add(self, event: dict[str, Any]) -> None:
+        verb = event.get("verb", "")
+        stage = event.get("stage", "")
+        if stage != ("ResponseStarted" if verb == "watch" else "ResponseComplete"):
+            return
+        ref = event.get("objectRef") or {}
+        resource = ref.get("resource", "")
+        if resource == "leases":
+            self.lease_requests += 1
+            return
+        if ref.get("subresource"):
+            resource += "/" + ref["subresource"]
+        kind = f"{verb} {resource}"
+        if verb in WRITE_VERBS:
+            self.writes[kind] += 1
+        elif verb in READ_VERBS:
+            self.reads[kind] += 1
+        if (event.get("responseStatus") or {}).get("code") == 409:
+            self.conflicts += 1
+
+
+def is_job_write(event: dict[str, Any]) -> bool:
+    resource = (event.get("objectRef") or {}).get("resource")
+    return event.get("verb") in WRITE_VERBS and resource != "leases"
+
+
+class AuditLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def offset(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def events(self, start: int, end: int | None = None) -> Iterator[dict[str, Any]]:
+        """Whole lines from ``start`` up to ``end`` (default: what is there now)."""
+        with self.path.open("rb") as log:
+            log.seek(start)
+            data = log.read() if end is None else log.read(end - start)
+        for line in data.splitlines():
+            if line.strip():
+                event = json.loads(line)
+                if (event.get("user") or {}).get("username") == SA_USER:
+                    yield event
+
+    def requests(self, start: int, end: int) -> Requests:
+        counted = Requests()
+        for event in self.events(start, end):
+            counted.add(event)
+        return counted
+
+    def settle(self, start: int, timeout: float) -> int:
+        """Wait until no write (but the Lease's) has been logged for QUIET_SECONDS; the offset."""
+        deadline = time.monotonic() + timeout
+        seen = start
+        last_write = time.monotonic()
+        while time.monotonic() < deadline:
+            end = self.offset()
+            if any(is_job_write(e) for e in self.events(seen, end)):
+                last_write = time.monotonic()
+            seen = end
+            if time.monotonic() - last_write >= QUIET_SECONDS:
+                return seen
+            time.sleep(0.5)
+        return seen
+
+
+# --- the operators ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flags:
+    threadiness: int
+    kube_api_qps: int
+    kube_api_burst: int
+    queue_rate_limit: float | None
+    queue_burst: int | None
+
+    def common(self, namespace: str) -> list[str]:
+        flags = [
+            f"--namespace={namespace}",
+            f"--lock-namespace={namespace}",
+            f"--threadiness={self.threadiness}",
+            f"--kube-api-qps={self.kube_api_qps}",
+            f"--kube-api-burst={self.kube_api_burst}",
+            "--monitoring-port=0",
+        ]
+        if self.queue_rate_limit is not None:
+            flags.append(f"--controller-queue-rate-limit={self.queue_rate_limit:g}")
+        if self.queue_burst is not None:
+            flags.append(f"--controller-queue-burst={self.queue_burst}")
+        return flags
+
+
+def ours_command(kubeconfig: str, namespace: str, flags: Flags) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "mpi_operator",
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=true",
+        *flags.common(namespace),
+        f"--health-port={localcluster.free_port()}",
+        "--bind-address=127.0.0.1",
+    ]
+
+
+def upstream_command(binary: Path, kubeconfig: str, namespace: str, flags: Flags) -> list[str]:
+    # Upstream always elects a leader; its health server is on :8080 (not configurable).
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", UPSTREAM_HEALTH_PORT)) == 0:
+            raise RuntimeError(
+                f"port {UPSTREAM_HEALTH_PORT} is taken: upstream's health server needs it"
+            )
+    return [str(binary), f"--kubeConfig={kubeconfig}", *flags.common(namespace)]
+
+
+def cpu_seconds(pid: int) -> float:
+    # Fields after the command name: utime and stime are the 12th and 13th, in clock ticks.
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Operator:
+    """One operator process; its log in ``log_dir``."""
+
+    def __init__(self, label: str, command: list[str], log_path: Path) -> None:
+        self.label = label
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        self.started = time.time()
+        self.started_monotonic = time.monotonic()
+        with log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env
+            )
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.label} exited with {self.process.returncode}")
+
+    def usage(self) -> tuple[float, float]:
+        """CPU seconds so far and peak RSS (MiB)."""
+        return cpu_seconds(self.process.pid), create_jobs.peak_rss_mib(self.process.pid)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+# --- the cluster side ---------------------------------------------------------------------
+
+
+class Cluster:
+    def __init__(self, admin_kubeconfig: str, work: Path) -> None:
+        self.admin_kubeconfig = admin_kubeconfig
+        self.api = k8s_config.new_client_from_config(config_file=admin_kubeconfig)
+        self.core = k8s.CoreV1Api(self.api)
+        self.coordination = k8s.CoordinationV1Api(self.api)
+        self.custom = k8s.CustomObjectsApi(self.api)
+        self.batch = k8s.BatchV1Api(self.api)
+        self.operator_kubeconfig = str(work / "operator.kubeconfig")
+
+    def create_namespace(self, name: str) -> None:
+        try:
+            self.core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+        except k8s.ApiException as error:
+            if error.status != 409:
+                raise
+
+    def delete_namespace(self, name: str, timeout: float) -> None:
+        try:
+            self.core.delete_namespace(name)
+        except k8s.ApiException as error:
+            if error.status != 404:
+                raise
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                self.core.read_namespace(name)
+            except k8s.ApiException as error:
+                if error.status == 404:
+                    return
+                raise
+            time.sleep(1)
+        print(f"namespace {name} still terminating after {timeout:.0f} s", file=sys.stderr)
+
+    def make_operator_identity(self) -> None:
+        """The ServiceAccount both operators run as, bound to cluster-admin, and a kubeconfig
+        with a token for it."""
+        self.create_namespace(SA_NAMESPACE)
+        try:
+            self.core.create_namespaced_service_account(
+                SA_NAMESPACE, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name=SA_NAME))
+            )
+        except k8s.ApiException as error:
+            if error.status != 409:
+                raise
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "bench-mpi-operator"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": SA_NAME, "namespace": SA_NAMESPACE}],
+        }
+        try:
+            k8s.RbacAuthorizationV1Api(self.api).create_cluster_role_binding(binding)
+        except k8s.ApiException as error:
+            if error.status != 409:
+                raise
+        token = self.core.create_namespaced_service_account_token(
+            SA_NAME,
+            SA_NAMESPACE,
+            k8s.AuthenticationV1TokenRequest(
+                spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=48 * 3600)
+            ),
+        ).status.token
+        admin = yaml.safe_load(Path(self.admin_kubeconfig).read_text())
+        context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
+        cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [cluster],
+            "users": [{"name": SA_NAME, "user": {"token": token}}],
+            "contexts": [
+                {"name": SA_NAME, "context": {"cluster": cluster["name"], "user": SA_NAME}}
+            ],
+            "current-context": SA_NAME,
+        }
+        Path(self.operator_kubeconfig).write_text(yaml.safe_dump(config))
+
+    def lease_acquired_at(self, namespace: str, timeout: float) -> float:
+        """When the Lease in ``namespace`` was acquired (wall clock), waiting for it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                lease = self.coordination.read_namespaced_lease(LEASE_NAME, namespace)
+            except k8s.ApiException as error:
+                if error.status != 404:
+                    raise
+            else:
+                if lease.spec.holder_identity and lease.spec.acquire_time:
+                    acquired: datetime = lease.spec.acquire_time
+                    return acquired.timestamp()
+            time.sleep(0.05)
+        raise RuntimeError(f"no Lease acquired in {namespace} within {timeout:.0f} s")
+
+    def wait_running(self, namespace: str, jobs: int, timeout: float) -> int:
+        """Wait until ``jobs`` MPIJobs show the condition Running (every write of a job's common
+        path is then due); how many do."""
+        deadline = time.monotonic() + timeout
+        while True:
+            listing = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+            running = sum(
+                any(
+                    c.get("type") == "Running" and c.get("status") == "True"
+                    for c in (item.get("status") or {}).get("conditions") or []
+                )
+                for item in listing["items"]
+            )
+            if running >= jobs or time.monotonic() > deadline:
+                return running
+            time.sleep(2)
+
+    def delete_lease(self, namespace: str) -> None:
+        try:
+            self.coordination.delete_namespaced_lease(LEASE_NAME, namespace)
+        except k8s.ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def watch_children(
+    list_call: Callable[..., Any], namespace: str, jobs: list[str], suffix: str, timeout: float
+) -> tuple[dict[str, float], threading.Event, threading.Event]:
+    """When (monotonic) each job's child ``<job><suffix>`` is ADDED, by job; ``started`` is set
+    once the watch is on, ``done`` when all are seen or ``timeout`` passed."""
+    wanted = set(jobs)
+    seen: dict[str, float] = {}
+    started, done = threading.Event(), threading.Event()
+
+    def run() -> None:
+        stream = k8s_watch.Watch()
+        try:
+            listing = list_call(namespace)
+            version = listing.metadata.resource_version
+            for item in listing.items:
+                key = item.metadata.name.removesuffix(suffix)
+                if key in wanted:
+                    seen.setdefault(key, time.monotonic())
+            started.set()
+            end = time.monotonic() + timeout
+            while len(seen) < len(wanted) and time.monotonic() < end:
+                for event in stream.stream(
+                    list_call,
+                    namespace,
+                    resource_version=version,
+                    timeout_seconds=max(1, int(end - time.monotonic())),
+                ):
+                    version = event["object"].metadata.resource_version
+                    key = event["object"].metadata.name.removesuffix(suffix)
+                    if event["type"] == "ADDED" and key in wanted:
+                        seen.setdefault(key, time.monotonic())
+                    if len(seen) >= len(wanted):
+                        break
+        finally:
+            stream.stop()
+            started.set()
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return seen, started, done
+
+
+# --- one phase ----------------------------------------------------------------------------
+
+
+def settled_usage(
+    operator: Operator, audit: AuditLog, since: int, timeout: float
+) -> tuple[Requests, float, float]:
+    """Once the operator has stopped writing: its requests since ``since``, CPU s, peak RSS."""
+    operator.check_alive()
+    end = audit.settle(since, timeout)
+    cpu, rss = operator.usage()
+    return audit.requests(since, end), cpu, rss
+
+
+def job_names(count: int) -> list[str]:
+    return [f"bench-{i:05d}" for i in range(count)]
+
+
+def run_phase(
+    label: str,
+    command: Callable[[str], list[str]],
+    namespace: str,
+    cluster: Cluster,
+    audit: AuditLog,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    cluster.create_namespace(namespace)
+    names = job_names(args.jobs)
+    log_path = args.work / f"{namespace}.log"
+    print(f"--- {label} in {namespace}", file=sys.stderr)
+    offset_start = audit.offset()
+    operator = Operator(label, command(namespace), log_path)
+    try:
+        ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
+        start_to_ready = ready_at - operator.started
+        time.sleep(2)  # the caches sync (an empty namespace)
+        operator.check_alive()
+        cpu_at_ready, _ = operator.usage()
+
+        launched, watching, done = watch_children(
+            cluster.batch.list_namespaced_job, namespace, names, "-launcher", args.timeout
+        )
+        watching.wait(60)
+        submitted: dict[str, float] = {}
+
+        def submit(name: str) -> None:
+            manifest = create_jobs.job_manifest(name, args.workers)
+            manifest["metadata"]["namespace"] = namespace
+            submitted[name] = time.monotonic()
+            cluster.custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, manifest
+            )
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(submit, names))
+        done.wait(args.timeout)
+        finished = [n for n in names if n in launched]
+        # Quiet is not enough: upstream's rate-limited queue can hold syncs back for longer.
+        running = cluster.wait_running(namespace, len(names), args.settle_timeout)
+        # From the process's start: its initial lists and watches are part of the cost.
+        jobs_requests, cpu, rss = settled_usage(operator, audit, offset_start, args.settle_timeout)
+        operator.stop()
+
+        # Restart over the N jobs: each one's ConfigMap comes back only through its sync.
+        with ThreadPoolExecutor(16) as pool:
+            list(
+                pool.map(
+                    lambda n: cluster.core.delete_namespaced_config_map(f"{n}-config", namespace),
+                    names,
+                )
+            )
+        cluster.delete_lease(namespace)
+        time.sleep(1)
+        recreated, watching, resynced = watch_children(
+            cluster.core.list_namespaced_config_map, namespace, names, "-config", args.timeout
+        )
+        watching.wait(60)
+        offset_restart = audit.offset()
+        operator = Operator(label, command(namespace), log_path)
+        restart_ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
+        resynced.wait(args.timeout)
+        resync_done = [n for n in names if n in recreated]
+        restart_requests, restart_cpu, restart_rss = settled_usage(
+            operator, audit, offset_restart, args.settle_timeout
+        )
+    finally:
+        operator.stop()
+    cluster.delete_namespace(namespace, args.namespace_timeout)
+
+    latencies = [launched[n] - submitted[n] for n in finished]
+    span = max(launched[n] for n in finished) - start if finished else float("nan")
+    count = len(names)
+    return {
+        "operator": label,
+        "namespace": namespace,
+        "jobs": count,
+        "jobs_with_all_children": len(finished),
+        "jobs_running": running,
+        "jobs_per_second": len(finished) / span,
+        "latency_p50_s": statistics.median(latencies) if latencies else float("nan"),
+        "latency_p99_s": create_jobs.percentile(latencies, 0.99) if latencies else float("nan"),
+        "writes_per_job": sum(jobs_requests.writes.values()) / count,
+        "reads_per_job": sum(jobs_requests.reads.values()) / count,
+        "conflicts_per_job": jobs_requests.conflicts / count,
+        "writes_by_kind_per_job": {
+            kind: n / count for kind, n in sorted(jobs_requests.writes.items())
+        },
+        "reads_by_kind_per_job": {
+            kind: n / count for kind, n in sorted(jobs_requests.reads.items())
+        },
+        "cpu_seconds": cpu,
+        "cpu_ms_per_job": 1000 * (cpu - cpu_at_ready) / count,
+        "peak_rss_mib": rss,
+        "start_to_ready_s": start_to_ready,
+        "restart_start_to_ready_s": restart_ready_at - operator.started,
+        "resync_s": (
+            max(recreated[n] for n in resync_done) - operator.started_monotonic
+            if len(resync_done) == count
+            else float("nan")
+        ),
+        "resynced_jobs": len(resync_done),
+        "restart_requests": sum(restart_requests.writes.values())
+        + sum(restart_requests.reads.values()),
+        "restart_cpu_seconds": restart_cpu,
+        "restart_peak_rss_mib": restart_rss,
+    }
+
+
+# --- the raw ceiling ----------------------------------------------------------------------
+
+
+def ceiling_objects(name: str, namespace: str, workers: int) -> list[tuple[Resource, Any]]:
+    """What the operator creates for one job, without owner references (no owner exists)."""
+    manifest = create_jobs.job_manifest(name, workers)
+    manifest["metadata"]["namespace"] = namespace
+    objects = []
+    for obj in render(manifest):
+        obj["metadata"].pop("ownerReferences", None)
+        objects.append((RESOURCE_OF_KIND[obj["kind"]], obj))
+    return objects
+
+
+def raw_ceiling(
+    cluster: Cluster, binary: Path, clients: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    """``clients`` goroutines of bench/ceiling, each creating one job's objects at a time."""
+    namespace = f"ceiling-{clients}"
+    cluster.create_namespace(namespace)
+    work = [
+        [
+            {
+                "group": resource.group,
+                "version": resource.version,
+                "resource": resource.plural,
+                "namespace": namespace,
+                "object": obj,
+            }
+            for resource, obj in ceiling_objects(f"raw-{i:05d}", namespace, args.workers)
+        ]
+        for i in range(args.jobs)
+    ]
+    objects_file = args.work / f"{namespace}.json"
+    objects_file.write_text(json.dumps(work))
+    result = subprocess.run(
+        [
+            str(binary),
+            f"-kubeconfig={cluster.admin_kubeconfig}",
+            f"-objects={objects_file}",
+            f"-clients={clients}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=args.timeout,
+    )
+    measured = json.loads(result.stdout)
+    cluster.delete_namespace(namespace, args.namespace_timeout)
+    return {
+        "clients": clients,
+        "objects": measured["objects"],
+        "objects_per_second": measured["objects"] / measured["seconds"],
+    }
+
+
+# --- the report ---------------------------------------------------------------------------
+
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("jobs/s", "jobs_per_second", "{:.2f}"),
+    ("p50 submission to launcher (s)", "latency_p50_s", "{:.2f}"),
+    ("p99 submission to launcher (s)", "latency_p99_s", "{:.2f}"),
+    ("API writes per job", "writes_per_job", "{:.2f}"),
+    ("API reads per job", "reads_per_job", "{:.2f}"),
+    ("409s per job", "conflicts_per_job", "{:.2f}"),
+    ("operator CPU, start to settled (s)", "cpu_seconds", "{:.1f}"),
+    ("CPU per job (ms)", "cpu_ms_per_job", "{:.1f}"),
+    ("peak RSS (MiB)", "peak_rss_mib", "{:.0f}"),
+    ("start to ready (s)", "start_to_ready_s", "{:.2f}"),
+    ("restart: start to ready (s)", "restart_start_to_ready_s", "{:.2f}"),
+    ("restart: resync of N jobs (s)", "resync_s", "{:.2f}"),
+    ("restart: peak RSS (MiB)", "restart_peak_rss_mib", "{:.0f}"),
+)
+
+
+def mean(phases: list[dict[str, Any]], key: str) -> float:
+    return statistics.fmean(p[key] for p in phases)
+
+
+def table(phases: list[dict[str, Any]], ceiling: list[dict[str, Any]], writes: float) -> str:
+    ours = [p for p in phases if p["operator"] == "ours"]
+    upstream = [p for p in phases if p["operator"] == "upstream"]
+    lines = [
+        "| metric | ours | upstream | ours / upstream |",
+        "|---|---|---|---|",
+    ]
+    for title, key, fmt in ROWS:
+        a, b = mean(ours, key), mean(upstream, key)
+        ratio = f"{a / b:.2f}x" if b else "n/a"
+        lines.append(f"| {title} | {fmt.format(a)} | {fmt.format(b)} | {ratio} |")
+    # A whole job costs the API server the user's create and the operator's writes.
+    per_job = writes + 1
+    ours_rate = mean(ours, "jobs_per_second")
+    for result in ceiling:
+        jobs = result["objects_per_second"] / per_job
+        lines.append(
+            f"| raw ceiling, {result['clients']} clients: objects/s; whole jobs/s at "
+            f"{per_job:.1f} writes | {result['objects_per_second']:.0f}; {jobs:.1f} | | "
+            f"ours at {ours_rate / jobs:.0%} of it |"
+        )
+    return "\n".join(lines)
+
+
+def writes_table(phases: list[dict[str, Any]]) -> str:
+    kinds = sorted({k for p in phases for k in p["writes_by_kind_per_job"]})
+    lines = ["| write | ours | upstream |", "|---|---|---|"]
+    for kind in kinds:
+        row = [
+            statistics.fmean(
+                p["writes_by_kind_per_job"].get(kind, 0.0) for p in phases if p["operator"] == who
+            )
+            for who in ("ours", "upstream")
+        ]
+        lines.append(f"| {kind} | {row[0]:.2f} | {row[1]:.2f} |")
+    return "\n".join(lines)
+
+
+def check(phases: list[dict[str, Any]]) -> list[str]:
+    """Breaches of bench/thresholds.yaml's ``side_by_side`` limits (ours, mean of the rounds)."""
+    limits = yaml.safe_load(create_jobs.THRESHOLDS.read_text())["side_by_side"]
+    ours = [p for p in phases if p["operator"] == "ours"]
+    upstream = [p for p in phases if p["operator"] == "upstream"]
+    breaches = [
+        f"{p['operator']} in {p['namespace']}: {what}"
+        for p in phases
+        for what, bad in (
+            (
+                f"{p['jobs_with_all_children']} of {p['jobs']} jobs done",
+                p["jobs_with_all_children"] < p["jobs"],
+            ),
+            (f"{p['resynced_jobs']} of {p['jobs']} jobs resynced", p["resynced_jobs"] < p["jobs"]),
+            (f"{p['jobs_running']} of {p['jobs']} jobs running", p["jobs_running"] < p["jobs"]),
+        )
+        if bad
+    ]
+    writes = mean(ours, "writes_per_job")
+    if writes > limits["max_writes_per_job"]:
+        breaches.append(f"writes per job {writes:.2f} > {limits['max_writes_per_job']}")
+    conflicts = mean(ours, "conflicts_per_job")
+    if conflicts > limits["max_conflicts_per_job"]:
+        breaches.append(f"409s per job {conflicts:.2f} > {limits['max_conflicts_per_job']}")
+    ratio = mean(ours, "jobs_per_second") / mean(upstream, "jobs_per_second")
+    if ratio < limits["min_jobs_per_second_ratio"]:
+        breaches.append(f"jobs/s {ratio:.2f}x upstream's < {limits['min_jobs_per_second_ratio']}x")
+    return breaches
+
+
+def machine() -> str:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "?",
+    )
+    load = os.getloadavg()
+    return f"{os.cpu_count()} cores ({cpu}); load average at the end {load[0]:.1f}"
+
+
+def built(script: Path) -> Path:
+    """The binary a build script prints the path of (building it when it is not cached)."""
+    run = subprocess.run([str(script)], check=True, capture_output=True, text=True)
+    return Path(run.stdout.strip())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=60)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each operator")
+    parser.add_argument("--threadiness", type=int, default=2)
+    parser.add_argument("--kube-api-qps", type=int, default=5)
+    parser.add_argument("--kube-api-burst", type=int, default=10)
+    parser.add_argument(
+        "--controller-queue-rate-limit",
+        type=float,
+        help="passed to both (they govern different things: docs/differences.md C15)",
+    )
+    parser.add_argument("--controller-queue-burst", type=int)
+    parser.add_argument(
+        "--ceiling-clients",
+        type=int,
+        nargs="*",
+        default=[4, 16],
+        help="concurrent clients (goroutines) of the raw ceiling (none: skip it)",
+    )
+    parser.add_argument(
+        "--upstream-binary",
+        type=Path,
+        help="upstream's mpi-operator binary (default: bench/build-upstream.sh builds it)",
+    )
+    parser.add_argument("--cluster-name", default="side-by-side")
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--ready-timeout", type=float, default=120)
+    parser.add_argument("--settle-timeout", type=float, default=300)
+    parser.add_argument("--namespace-timeout", type=float, default=600)
+    parser.add_argument("--out", type=Path, help="also write every phase's figures as JSON here")
+    args = parser.parse_args()
+
+    binary = args.upstream_binary or built(BUILD_UPSTREAM)
+    ceiling_binary = built(BUILD_CEILING)
+    flags = Flags(
+        args.threadiness,
+        args.kube_api_qps,
+        args.kube_api_burst,
+        args.controller_queue_rate_limit,
+        args.controller_queue_burst,
+    )
+    args.work = Path(tempfile.mkdtemp(prefix="side-by-side-"))
+    print(f"operator logs and the audit policy in {args.work}", file=sys.stderr)
+    policy = args.work / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(audit_policy()))
+    nodes = args.jobs * (args.workers + 1) // 100 + 2
+    info = localcluster.up(
+        name=args.cluster_name,
+        nodes=nodes,
+        node_cpu="64",
+        node_memory="256Gi",
+        audit_policy=policy,
+    )
+    phases: list[dict[str, Any]] = []
+    ceiling: list[dict[str, Any]] = []
+    try:
+        create_jobs.install_crd(str(info.kubeconfig))
+        cluster = Cluster(str(info.kubeconfig), args.work)
+        cluster.make_operator_identity()
+        audit = AuditLog(localcluster.audit_log(args.cluster_name))
+        commands: dict[str, Callable[[str], list[str]]] = {
+            "ours": lambda ns: ours_command(cluster.operator_kubeconfig, ns, flags),
+            "upstream": lambda ns: upstream_command(binary, cluster.operator_kubeconfig, ns, flags),
+        }
+        for round_number in range(args.rounds):
+            order = ["ours", "upstream"] if round_number % 2 == 0 else ["upstream", "ours"]
+            for label in order:
+                phase = run_phase(
+                    label, commands[label], f"{label}-{round_number}", cluster, audit, args
+                )
+                print(json.dumps(phase), file=sys.stderr)
+                phases.append(phase)
+        for clients in args.ceiling_clients:
+            ceiling.append(raw_ceiling(cluster, ceiling_binary, clients, args))
+    finally:
+        localcluster.down(args.cluster_name)
+    report = {
+        "flags": flags.common("<namespace>"),
+        "jobs": args.jobs,
+        "workers_per_job": args.workers,
+        "rounds": args.rounds,
+        "upstream_binary": str(binary),
+        "machine": machine(),
+        "phases": phases,
+        "ceiling": ceiling,
+    }
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(
+        f"N={args.jobs} jobs x {args.workers} workers, {args.rounds} rounds (interleaved), "
+        f"flags: {' '.join(flags.common('<ns>')[2:])}; {report['machine']}"
+    )
+    if not phases:  # --rounds 0: the ceiling alone
+        for result in ceiling:
+            print(f"raw ceiling, {result['clients']} clients: {result['objects_per_second']:.0f}/s")
+        return 0
+    ours_writes = mean([p for p in phases if p["operator"] == "ours"], "writes_per_job")
+    print(table(phases, ceiling, ours_writes))
+    print()
+    print(writes_table(phases))
+    return create_jobs.exit_code(check(phases))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
