@@ -8,23 +8,15 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/ceiling"
-CACHE_ROOT="${MPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mpi-operator}"
+# shellcheck source=../hack/cluster/go-tool.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../hack/cluster/go-tool.sh"
 KEY="$(cat "$HERE/go.mod" "$HERE/go.sum" "$HERE/main.go" | sha256sum | cut -c1-16)"
-BIN="$CACHE_ROOT/ceiling/$KEY"
+BIN="$GO_TOOL_CACHE_ROOT/ceiling/$KEY"
 
-if [ -x "$BIN/ceiling" ]; then
+if ! go_tool_begin ceiling "$BIN"; then
     echo "$BIN/ceiling"
     exit 0
 fi
-command -v go >/dev/null 2>&1 || {
-    echo "build-ceiling.sh: the go command is required" >&2
-    exit 1
-}
-mkdir -p "$BIN"
-export GOCACHE="${MPI_OPERATOR_GOCACHE:-$CACHE_ROOT/go-build}"
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-export GOFLAGS="-trimpath -buildvcs=false"
 OUT="$(mktemp -d "$BIN/tmp.XXXXXX")"
 trap 'rm -rf "$OUT"' EXIT
 (cd "$HERE" && nice go build -ldflags="-s -w" -o "$OUT/ceiling" .)

@@ -20,28 +20,15 @@ UPSTREAM_VERSION=v0.8.2
 UPSTREAM_COMMIT=b10758da23ce5d9b9efa6f42f7b050dc8605f5f5
 UPSTREAM_URL=https://github.com/kubeflow/mpi-operator.git
 
-CACHE_ROOT="${MPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mpi-operator}"
+# shellcheck source=../hack/cluster/go-tool.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../hack/cluster/go-tool.sh"
+CACHE_ROOT="$GO_TOOL_CACHE_ROOT"
 KEYDIR="$CACHE_ROOT/upstream/$UPSTREAM_VERSION-${UPSTREAM_COMMIT:0:12}"
 BIN="$KEYDIR/bin"
 
-if [ "${1:-}" = "--print" ] || [ -x "$BIN/mpi-operator" ]; then
+if [ "${1:-}" = "--print" ] || ! go_tool_begin mpi-operator "$BIN"; then
     echo "$BIN/mpi-operator"
     exit 0
-fi
-
-command -v go >/dev/null 2>&1 || {
-    echo "build-upstream.sh: the go command is required (Go >= 1.26 for $UPSTREAM_VERSION)" >&2
-    exit 1
-}
-
-mkdir -p "$BIN"
-if command -v flock >/dev/null 2>&1; then
-    exec 9>"$KEYDIR/.lock"
-    flock 9
-    if [ -x "$BIN/mpi-operator" ]; then
-        echo "$BIN/mpi-operator"
-        exit 0
-    fi
 fi
 
 log() { printf '%s build-upstream.sh: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -56,12 +43,6 @@ if ! git -C "$GIT_DIR_SOURCE" cat-file -e "$UPSTREAM_COMMIT^{commit}" 2>/dev/nul
     [ -d "$GIT_DIR_SOURCE" ] || git init --quiet --bare "$GIT_DIR_SOURCE"
     git -C "$GIT_DIR_SOURCE" fetch --quiet "$UPSTREAM_URL" release-0.8
 fi
-
-export GOCACHE="${MPI_OPERATOR_GOCACHE:-$CACHE_ROOT/go-build}"
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-export GOFLAGS="-trimpath -buildvcs=false"
-mkdir -p "$GOCACHE"
 
 SRC="$(mktemp -d "$KEYDIR/tmp.XXXXXX")"
 trap 'rm -rf "$SRC"' EXIT
