@@ -717,7 +717,9 @@ def start_kueue(cluster: Cluster, directory: Path, pods_ready_timeout: int) -> N
     apply_crds(cluster, [MPIJOB_CRD])
     cluster.kubectl("create", "namespace", kueue.NAMESPACE)
     state = cluster.dir / "kueue"
-    ca_pem = kueue.serving_certificate(state / "certs")
+    # One certificate serves the webhooks and the metrics, whose path Kueue fixes under /etc.
+    certs = state / "etc" / kueue.METRICS_CERTS
+    ca_pem = kueue.serving_certificate(certs)
     webhook_port, health_port = free_port(), free_port()
     converted = kueue.converted_crds(
         yaml.safe_load((directory / "crd-kustomization.yaml").read_text())
@@ -732,12 +734,8 @@ def start_kueue(cluster: Cluster, directory: Path, pods_ready_timeout: int) -> N
     apply_crds(cluster, [crds])
     config = state / "config.yaml"
     config.write_text(
-        yaml.safe_dump(
-            kueue.configuration(webhook_port, health_port, state / "certs", pods_ready_timeout)
-        )
+        yaml.safe_dump(kueue.configuration(webhook_port, health_port, certs, pods_ready_timeout))
     )
-    metrics_certs = state / "etc" / kueue.METRICS_CERTS
-    shutil.copytree(state / "certs", metrics_certs)
     cluster.spawn(
         "kueue",
         kueue.command(directory / "bin" / "kueue", config, state / "etc"),

@@ -14,6 +14,8 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from mpi_operator.testing.wrappers import MPIJobWrapper
+
 from .clusters import (
     COSCHEDULING,
     KUEUE_PODS_READY_TIMEOUT,
@@ -149,17 +151,19 @@ def queue(
     delete()
 
 
-def queued_job(name: str, queue_name: str, hold: bool = True) -> dict[str, Any]:
-    """A 2-cpu job for the queue; ``hold`` keeps its launcher running until finished."""
-    job = (
+def queued_job(name: str, queue_name: str, priority_class: str | None = None) -> MPIJobWrapper:
+    """A 2-cpu job for the queue (at ``priority_class``, a WorkloadPriorityClass), whose
+    launcher keeps running until finished."""
+    labels = {QUEUE_LABEL: queue_name}
+    if priority_class:
+        labels[PRIORITY_LABEL] = priority_class
+    return (
         sim_job(name)
         .workers(2, cpu="750m", memory="1Gi")
         .launcher(cpu="500m", memory="1Gi")
-        .metadata_field("labels", {QUEUE_LABEL: queue_name})
+        .metadata_field("labels", labels)
+        .template_annotation("Launcher", SIM_HOLD, "true")
     )
-    if hold:
-        job.template_annotation("Launcher", SIM_HOLD, "true")
-    return job.obj()
 
 
 def suspended(job: dict[str, Any]) -> bool:
@@ -203,8 +207,8 @@ def test_jobs_are_admitted_one_at_a_time_within_quota_onto_the_flavours_nodes(
 ) -> None:
     c = kueue_cluster
     ns, lq = queue
-    first = create_mpijob(c, ns, queued_job("first", lq))
-    second = create_mpijob(c, ns, queued_job("second", lq))
+    first = create_mpijob(c, ns, queued_job("first", lq).obj())
+    second = create_mpijob(c, ns, queued_job("second", lq).obj())
     # Kueue's webhook suspends a queued job at creation, before the operator sees it.
     assert suspended(first) and suspended(second), (first["spec"], second["spec"])
 
@@ -253,14 +257,10 @@ def test_a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
             {"kind": "WorkloadPriorityClass", "metadata": {"name": name}, "value": value},
         )
     try:
-        low = queued_job("low", lq)
-        low["metadata"]["labels"][PRIORITY_LABEL] = low_class
-        create_mpijob(c, ns, low)
+        create_mpijob(c, ns, queued_job("low", lq, priority_class=low_class).obj())
         wait_running(c, ns, "low", operator)
 
-        high = queued_job("high", lq)
-        high["metadata"]["labels"][PRIORITY_LABEL] = high_class
-        create_mpijob(c, ns, high)
+        create_mpijob(c, ns, queued_job("high", lq, priority_class=high_class).obj())
 
         # Kueue evicts the low job by suspending it; the operator removes its workers and
         # suspends its launcher, which frees the quota for the high one.
@@ -313,18 +313,14 @@ def test_kueue_evicts_a_gang_that_cannot_start_whole_and_admits_the_next_job(
     # admits it, the gang scheduler binds none of it, and Kueue's waitForPodsReady evicts it.
     delete = make_queue(c, ns, "40")
     try:
-        big = queued_job("big", "lq")
-        big["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 3
-        for container in big["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]:
-            container["resources"]["requests"]["cpu"] = "6"
-        create_mpijob(c, ns, big)
+        create_mpijob(c, ns, queued_job("big", "lq").workers(3, cpu="6", memory="1Gi").obj())
         wait_until(
             lambda: workload_condition(c, ns, "big", "Admitted") == "True",
             60,
             message=lambda: f"big admitted: {workload_of(c, ns, 'big')}",
         )
         # Blocked behind the admitted job until its pods are ready or it is evicted.
-        create_mpijob(c, ns, queued_job("small", "lq"))
+        create_mpijob(c, ns, queued_job("small", "lq").obj())
 
         pod_group = wait_until(lambda: get_pod_group(c, ns, "big"), 60, message="big's PodGroup")
         assert pod_group["spec"]["minMember"] == 4, pod_group
@@ -439,9 +435,9 @@ def test_multikueue_runs_the_job_on_a_worker_cluster_and_the_operator_leaves_its
     deletes.append(make_queue(manager, ns, "40", admission_check=check))
     worker_operator = OperatorProcess(worker, tmp_path, name="worker-operator").start()
     try:
-        job = queued_job("remote", "lq")
-        job["spec"]["runPolicy"] = {"managedBy": MULTIKUEUE}
-        create_mpijob(manager, ns, job)
+        create_mpijob(
+            manager, ns, queued_job("remote", "lq").run_policy(managedBy=MULTIKUEUE).obj()
+        )
 
         # The worker's operator runs the copy Kueue made there, gang-scheduled by Volcano.
         wait_until(
