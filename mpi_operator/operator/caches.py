@@ -77,6 +77,11 @@ class Caches:
         informers = [self.mpijobs, *self.children.values(), *self.gang_inputs.values()]
         return informers + ([self.priority_classes] if self.priority_classes else [])
 
+    @property
+    def started(self) -> list[Informer]:
+        """What the operator starts and stops: ``all`` (waited for) and the capacity watch."""
+        return [*self.all, *self.capacity.values()]
+
     def view(self) -> CacheView:
         return CacheView(self)
 
@@ -118,10 +123,11 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
     }
     priority_classes = None
     gang_inputs: dict[str, Informer] = {}
+    nudges = needs_capacity_nudges(gang)
     if gang is not None:
         resource = pod_group_resource(gang)
         indexers = {INDEX_GANG_INPUT: _index_by_gang_input(gang)}
-        if needs_capacity_nudges(gang):
+        if nudges:
             indexers[INDEX_GANG_WAITING] = index_waiting(gang)
         children[resource.plural] = child(resource, indexers=indexers)
         priority_classes = Informer.for_resource(client, PRIORITY_CLASSES)
@@ -130,9 +136,7 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
                 watched.group, watched.version, watched.plural, False, watched.kind
             )
             gang_inputs[watched.plural] = Informer.for_resource(client, cluster_scoped)
-    capacity: dict[str, Informer] = {}
-    if needs_capacity_nudges(gang):
-        capacity = capacity_informers(client, scope)
+    capacity = capacity_informers(client, scope) if nudges else {}
     mpijobs = Informer.for_resource(client, MPIJOBS, namespace=scope)
     return Caches(mpijobs, children, priority_classes, gang_inputs, capacity)
 

@@ -183,7 +183,7 @@ class Operator:
             options.threadiness,
             quiet_errors=(ApiError, SyncError),
         )
-        for informer in [*caches.all, *caches.capacity.values()]:
+        for informer in caches.started:
             informer.start()
         try:
             while not stop.is_set() and not wait_for_cache_sync(caches.all, timeout=5.0):
@@ -195,7 +195,7 @@ class Operator:
             controller.run(stop)
         finally:
             self.ready.clear()
-            for informer in [*caches.all, *caches.capacity.values()]:
+            for informer in caches.started:
                 informer.stop()
             pool.shutdown(wait=True)
             recorder.flush(5.0)
