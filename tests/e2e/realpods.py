@@ -12,12 +12,11 @@ from typing import Any
 import yaml
 
 from .clusters import REPO, E2ECluster
+from .operator import pods_of
 
 EXAMPLES = REPO / "examples" / "pi"
 RANK_LINE = re.compile(r"^rank (\d+) on (\S+)$", re.MULTILINE)
 PI_LINE = re.compile(r"^pi is approximately (3\.\d+)", re.MULTILINE)
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 
 
 def example(file: str) -> dict[str, Any]:
@@ -34,10 +33,9 @@ def containers(job: dict[str, Any], role: str) -> list[dict[str, Any]]:
 
 def launcher_log(cluster: E2ECluster, namespace: str, job_name: str) -> str:
     """The log of the job's one launcher pod."""
-    selector = f"{JOB_NAME_LABEL}={job_name},{JOB_ROLE_LABEL}=launcher"
-    pods = cluster.list_pods(namespace, label_selector=selector)
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    return pod_log(cluster, namespace, pods[0]["metadata"]["name"])
+    pods = pods_of(cluster, namespace, job_name, "launcher")
+    assert len(pods) == 1, [p.metadata.name for p in pods]
+    return pod_log(cluster, namespace, pods[0].metadata.name)
 
 
 def pod_log(cluster: E2ECluster, namespace: str, pod: str) -> str:

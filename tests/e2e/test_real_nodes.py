@@ -21,6 +21,7 @@ from .clusters import (
     run_cluster_tool,
     wait_until,
 )
+from .realpods import pod_log
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnodes]
 
@@ -61,10 +62,6 @@ def wait_finished(c: E2ECluster, ns: str, name: str, timeout: float = 120) -> st
         timeout,
         message=lambda: f"pod {name} to finish: {c.get_pod(ns, name)['status']}",
     )
-
-
-def pod_log(c: E2ECluster, ns: str, name: str) -> str:
-    return str(c.core.read_namespaced_pod_log(name, ns))
 
 
 def cluster_network(c: E2ECluster) -> ipaddress.IPv4Network:
