@@ -291,9 +291,20 @@ def gang_scenario(
     assert all(c.get_pod(ns, n)["status"]["phase"] == "Pending" for n in names)
 
     node_factory(c, f"gang-{tag}-2", cpu="4", memory="8Gi", labels=label)
-    if after_capacity:
-        after_capacity(group)
-    wait_until(lambda: all_running(c, ns, names), 90, message=lambda: describe_pods(c, ns))
+    # Repeated every 5 s: one touch can be lost to the coscheduling plugin's own PodGroup
+    # cache, which may not hold the update yet when the scheduler retries the gang.
+    last_touch = -5.0
+
+    def running() -> bool:
+        nonlocal last_touch
+        if all_running(c, ns, names):
+            return True
+        if after_capacity and time.monotonic() - last_touch >= 5:
+            after_capacity(group)
+            last_touch = time.monotonic()
+        return False
+
+    wait_until(running, 90, message=lambda: describe_pods(c, ns))
     nodes = {c.get_pod(ns, n)["spec"]["nodeName"] for n in names}
     assert len(nodes) == 3, f"3-cpu pods on 4-cpu nodes must spread: {nodes}"
 
