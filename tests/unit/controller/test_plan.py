@@ -494,9 +494,32 @@ def test_a_pod_group_the_scheduler_has_not_seen_yet_sets_no_gang_condition() -> 
     assert all(c["type"] != "GangScheduled" for c in obj["status"]["conditions"])
 
 
+def pods_running(view: MemoryView, workers: int) -> None:
+    """The job's workers and its launcher's pod run, as their kubelets report."""
+    launcher = view.get("jobs", "ns", "test-launcher")
+    assert launcher is not None
+    launcher["metadata"]["uid"] = "launcher-uid"
+    for i in range(workers):
+        pod = view.get("pods", "ns", f"test-worker-{i}")
+        assert pod is not None
+        pod["status"] = {"phase": "Running"}
+    view.add(
+        {
+            "kind": "Pod",
+            "metadata": {
+                "name": "test-launcher-abcde",
+                "namespace": "ns",
+                "ownerReferences": [{"uid": "launcher-uid", "controller": True}],
+            },
+            "status": {"phase": "Running"},
+        }
+    )
+
+
 def observed_waiting(gang: str, view: MemoryView) -> dict[str, Any]:
     """A running job whose GangScheduled condition says the gang waits."""
     obj = converge(MPIJobWrapper().workers(2).obj(), view, context(gang))
+    pods_running(view, workers=2)
     pod_group_with_status(view, {"phase": "Pending"})
     obj["status"] = status_of(plan_sync(obj, view, context(gang)))
     assert ("GangScheduled", "False", "PodGroupPending") in conditions(obj["status"])
@@ -547,7 +570,9 @@ def test_a_gang_reported_placed_after_its_job_finished_reads_scheduled(gang: str
 def test_a_finished_job_whose_gang_ran_is_never_reported_waiting_again(gang: str) -> None:
     view = cluster_view()
     obj = converge(MPIJobWrapper().workers(2).obj(), view, context(gang))
+    pods_running(view, workers=2)
     pod_group_with_status(view, {"phase": "Running"})
+    obj = converge(obj, view, context(gang))
     launcher_completed(view)
     obj["status"] = status_of(plan_sync(obj, view, context(gang)))
     assert ("GangScheduled", "True", "PodGroupRunning") in conditions(obj["status"])
@@ -620,24 +645,7 @@ def test_a_job_from_submission_to_running_costs_two_syncs_of_writes() -> None:
     view.apply(first.actions)
     obj["status"] = status_of(first)
     # The workers and the launcher's pod start (one sync sees them all).
-    launcher = view.get("jobs", "ns", "test-launcher")
-    assert launcher is not None
-    launcher["metadata"]["uid"] = "launcher-uid"
-    for i in range(2):
-        pod = view.get("pods", "ns", f"test-worker-{i}")
-        assert pod is not None
-        pod["status"] = {"phase": "Running"}
-    view.add(
-        {
-            "kind": "Pod",
-            "metadata": {
-                "name": "test-launcher-abcde",
-                "namespace": "ns",
-                "ownerReferences": [{"uid": "launcher-uid", "controller": True}],
-            },
-            "status": {"phase": "Running"},
-        }
-    )
+    pods_running(view, workers=2)
     second = plan_sync(obj, view, context(now=LATER))
     # discover_hosts.sh now lists the running workers; the status says Running.
     assert writes(second) == ["update configmaps test-config", "update_status mpijobs/status test"]

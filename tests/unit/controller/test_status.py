@@ -148,13 +148,9 @@ def test_first_sync_adds_created_once() -> None:
                 workers=workers("Running", "Running"),
                 suspended=False,
             ),
-            [
-                ("Created", "True", "MPIJobCreated"),
-                ("Succeeded", "True", "MPIJobSucceeded"),
-                ("Running", "False", "MPIJobRunning"),
-            ],
+            [("Created", "True", "MPIJobCreated"), ("Running", "True", "MPIJobRunning")],
             {"Launcher": {"succeeded": 1}, "Worker": {"active": 2}},
-            [Event("Normal", "MPIJobSucceeded", "MPIJob ns/test successfully completed.")],
+            [Event("Normal", "MPIJobRunning", "MPIJob ns/test is running")],
         ),
         (
             Observed(
@@ -163,13 +159,9 @@ def test_first_sync_adds_created_once() -> None:
                 workers=workers(),
                 suspended=False,
             ),
-            [
-                ("Created", "True", "MPIJobCreated"),
-                ("Succeeded", "True", "MPIJobSucceeded"),
-                ("Running", "False", "MPIJobRunning"),
-            ],
+            [("Created", "True", "MPIJobCreated"), ("Running", "True", "MPIJobRunning")],
             {"Launcher": {"succeeded": 1}, "Worker": {}},
-            [Event("Normal", "MPIJobSucceeded", "MPIJob ns/test successfully completed.")],
+            [Event("Normal", "MPIJobRunning", "MPIJob ns/test is running")],
         ),
         (
             Observed(launcher=launcher_job(), launcher_pods=[], workers=[], suspended=True),
@@ -187,8 +179,8 @@ def test_first_sync_adds_created_once() -> None:
         "launcher running, workers pending: no Running",
         "launcher and every worker running: Running",
         "workers running without launcher: no Running",
-        "launcher complete: Succeeded and Running never set",
-        "launcher complete while its pod still shows Running: no Running True",
+        "launcher complete before a sync saw it run: Running first",
+        "launcher complete while its pod still shows Running: Running first",
         "suspended at creation",
     ],
 )
@@ -204,14 +196,38 @@ def test_status_follows_launcher_and_workers(
     assert out.events == events
 
 
-def test_success_takes_the_launcher_completion_time() -> None:
-    seen = Observed(launcher_job("Complete", completionTime=T1), [], [], False)
+def test_a_run_no_sync_saw_is_recorded_before_its_success() -> None:
+    launcher = launcher_job("Complete", startTime=T0, completionTime=T1)
+    seen = Observed(launcher, [pod("l", "Succeeded")], workers("Running", "Running"), False)
+    ran = compute_status(JOB, CREATED, seen, T2)
+    running = ran.status["conditions"][-1]
+    assert (running["type"], running["status"]) == ("Running", "True")
+    assert running["lastTransitionTime"] == T0 == running["lastUpdateTime"]
+    assert "completionTime" not in ran.status
+    assert not ran.succeeded
+
+    done = compute_status(JOB, ran.status, seen, T2)
+    assert summary(done.status["conditions"]) == [
+        ("Created", "True", "MPIJobCreated"),
+        ("Running", "False", "MPIJobRunning"),
+        ("Succeeded", "True", "MPIJobSucceeded"),
+    ]
+    assert done.status["completionTime"] == T1
+    assert done.events == [
+        Event("Normal", "MPIJobSucceeded", "MPIJob ns/test successfully completed.")
+    ]
+    assert done.succeeded and not done.failed
+    assert compute_status(JOB, done.status, seen, T2).status == done.status
+
+
+def test_a_failure_no_sync_saw_run_keeps_running_false_as_upstream() -> None:
+    seen = Observed(launcher_job("Failed", completionTime=T1), [], [], False)
     out = compute_status(JOB, CREATED, seen, T2)
-    assert out.status["completionTime"] == T1
+    assert out.failed
     running = out.status["conditions"][-1]
+    assert (running["type"], running["status"]) == ("Running", "False")
     assert running["message"] == "MPIJob ns/test is finished but Running condition was never set."
-    assert running["lastTransitionTime"] == T1 == running["lastUpdateTime"]
-    assert out.succeeded and not out.failed
+    assert running["lastTransitionTime"] == T2 == running["lastUpdateTime"]
 
 
 def test_running_is_announced_once_per_transition() -> None:
