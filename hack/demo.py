@@ -26,6 +26,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch import Watch
 
 REPO = Path(__file__).resolve().parents[1]
 # The local cluster tool is a script, not a package; its functions do the cluster work here.
@@ -91,17 +92,13 @@ def submit_and_watch(api: k8s.ApiClient, operator: subprocess.Popen[bytes]) -> b
         time.sleep(2)
     except ApiException:
         pass
-    custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, job)
+    created = custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, job)
     say(f"submitted {EXAMPLE.relative_to(REPO)} as mpijob {NAMESPACE}/{name}")
     seen: set[str] = set()
     reached: list[str] = []
     finished: str | None = None
-    deadline = time.monotonic() + TIMEOUT
-    while finished is None and time.monotonic() < deadline:
-        if operator.poll() is not None:
-            say(f"the operator exited with {operator.returncode}")
-            break
-        current = custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
+
+    def report(current: dict[str, Any]) -> str | None:
         for cond in _conditions(current):
             state = f"{cond['type']}={cond.get('status')} {cond.get('reason')}"
             if state not in seen:
@@ -109,8 +106,37 @@ def submit_and_watch(api: k8s.ApiClient, operator: subprocess.Popen[bytes]) -> b
                 say(f"mpijob/{name} {state}: {cond.get('message')}")
             if cond.get("status") == "True" and cond["type"] not in reached:
                 reached.append(cond["type"])
-        finished = next((t for t in ("Succeeded", "Failed") if t in reached), None)
-        time.sleep(0.2)
+        return next((t for t in ("Succeeded", "Failed") if t in reached), None)
+
+    # A watch, as `kubectl get -w` does: every version of the job, however briefly it stood.
+    version = created["metadata"]["resourceVersion"]
+    deadline = time.monotonic() + TIMEOUT
+    while finished is None and time.monotonic() < deadline:
+        if operator.poll() is not None:
+            say(f"the operator exited with {operator.returncode}")
+            break
+        try:
+            for event in Watch().stream(
+                custom.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                NAMESPACE,
+                PLURAL,
+                field_selector=f"metadata.name={name}",
+                resource_version=version,
+                timeout_seconds=5,
+            ):
+                version = event["object"]["metadata"]["resourceVersion"]
+                finished = report(event["object"])
+                if finished is not None:
+                    break
+        except ApiException as error:
+            if error.status != 410:
+                raise
+            # The version is too old to watch from: start again from the job as it is now.
+            current = custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, name)
+            version = current["metadata"]["resourceVersion"]
+            finished = report(current)
     if finished is None and operator.poll() is None:
         say(f"timed out after {TIMEOUT:.0f} s")
     say(f"mpijob/{name}: {' -> '.join(reached) or 'no condition'}")
