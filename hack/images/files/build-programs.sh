@@ -9,7 +9,7 @@ cflags="-O2 -Wall -Wextra -Werror"
 
 gcc $cflags -static -s -o "$out/pause" "$src/pause.c"
 mpicc.openmpi $cflags -o "$out/pi-openmpi" "$src/pi.c" -lm
-mpicc.mpich $cflags -o "$out/pi-mpich" "$src/pi.c" -lm
+/opt/mpich/bin/mpicc $cflags -o "$out/pi-mpich" "$src/pi.c" -lm
 /usr/local/bin/mpicc $cflags -o "$out/pi-openmpi5" "$src/pi.c" -lm
 (
     . /opt/intel/mpi/env/vars.sh
