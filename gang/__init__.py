@@ -149,6 +149,12 @@ def _volcano(name: str) -> GangScheduler:
     return VolcanoScheduler()
 
 
+def _koordinator(name: str) -> GangScheduler:
+    from gang.koordinator import KoordinatorScheduler
+
+    return KoordinatorScheduler()
+
+
 def _coscheduling(name: str) -> GangScheduler:
     from gang.coscheduling import CoschedulingScheduler
 
@@ -157,7 +163,12 @@ def _coscheduling(name: str) -> GangScheduler:
 
 # Flag value -> strategy. Any other non-empty name means the coscheduling plugin running
 # under that scheduler name, exactly as kubeflow/mpi-operator's --gang-scheduling flag.
-_STRATEGIES: dict[str, Callable[[str], GangScheduler]] = {"volcano": _volcano}
+# koord-scheduler reads neither those PodGroups nor their label (its PodGroups are of the older
+# scheduling.sigs.k8s.io group), so its name selects its own annotation-only gang.
+_STRATEGIES: dict[str, Callable[[str], GangScheduler]] = {
+    "volcano": _volcano,
+    "koord-scheduler": _koordinator,
+}
 _FALLBACK: Callable[[str], GangScheduler] = _coscheduling
 
 

@@ -293,7 +293,7 @@ def test_render_refuses_by_field(
     assert (out, err.splitlines()) == ("", expected)
 
 
-@pytest.mark.parametrize("gang", ["", "volcano", "scheduler-plugins-scheduler"])
+@pytest.mark.parametrize("gang", ["", "volcano", "scheduler-plugins-scheduler", "koord-scheduler"])
 @pytest.mark.parametrize(("job", "expected"), CASES)
 def test_the_operator_reports_the_same_problems_without_writing(
     job: MPIJobWrapper, expected: list[str], gang: str
