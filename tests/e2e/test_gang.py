@@ -311,7 +311,7 @@ def test_a_gang_too_big_for_the_cluster_waits_whole_and_starts_once_two_nodes_ar
 
     state = wait_until(turned_down_whole, 90, message=lambda: describe(c, ns))
     assert state.message, state
-    assert reason in event_reasons(c, ns, "big")
+    wait_until(lambda: reason in event_reasons(c, ns, "big"), 30, message="the event")
     settle(2)
     pods = pods_of(c, ns, "big")
     assert [p.status.phase for p in pods] == ["Pending"] * 5
@@ -668,7 +668,8 @@ def test_a_gang_whose_volcano_queue_does_not_exist_says_so_until_it_is_created(
     cond = condition(waiting, CONDITION_GANG_SCHEDULED)
     assert cond is not None and cond["reason"] == "QueueNotFound"
     assert f'Volcano queue "{missing}" does not exist' in cond["message"]
-    assert "QueueNotFound" in event_reasons(c, ns, "lost")
+    # The event is sent after the status write that carries the condition.
+    wait_until(lambda: "QueueNotFound" in event_reasons(c, ns, "lost"), 30, message="the event")
     pg = get_pod_group(c, ns, "lost")
     assert pg is not None and not pg.get("status"), pg
     pods = pods_of(c, ns, "lost")
