@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from .clusters import E2ECluster, sim_pod_spec, wait_until
+from .clusters import E2ECluster, load_cluster_tool, sim_pod_spec, wait_until
 from .test_cluster_smoke import all_running, bound, describe_pods, pod_condition
 
 pytestmark = [pytest.mark.e2e, pytest.mark.koordinator]
@@ -77,6 +77,15 @@ def scheduled_message(c: E2ECluster, ns: str, name: str) -> str | None:
     return str(cond.get("message") or "")
 
 
+def gang_read_by_scheduler(c: E2ECluster, namespace: str, gang: str) -> str:
+    """What koord-scheduler logged of a gang's parameters when it first saw one of its pods
+    (``TryInitByPodConfig done, gangName: ..., waitTime: ...``), or ""."""
+    log = load_cluster_tool().cluster_dir(c.name) / "logs" / "koord-scheduler.log"
+    marker = f"TryInitByPodConfig done, gangName: {namespace}/{gang},"
+    lines = log.read_text(errors="replace").splitlines()
+    return next((line[line.index(marker) :] for line in lines if marker in line), "")
+
+
 def test_gang_that_does_not_fit_binds_no_pod_until_a_node_is_added(
     koord: tuple[E2ECluster, str], node_factory: Callable[..., str]
 ) -> None:
@@ -94,6 +103,11 @@ def test_gang_that_does_not_fit_binds_no_pod_until_a_node_is_added(
 
     messages = wait_until(rejected, 60, message=lambda: describe_pods(c, ns))
     assert bound(c, ns, names) == []
+    # Every annotation was read as meant (a bad waiting-time falls back to the default).
+    assert gang_read_by_scheduler(c, ns, f"big-{tag}").endswith(
+        "minRequiredNumber: 3, totalChildrenNum: 3, mode: Strict, waitTime: 30s, "
+        f"groupSlice: [{ns}/big-{tag}]"
+    ), gang_read_by_scheduler(c, ns, f"big-{tag}")
     # The members rejected with the one that did not fit say which gang and why.
     group = f'GangGroup "{ns}/big-{tag}" gets rejected due to member Pod'
     assert any(m.startswith(group) and "Insufficient cpu" in m for m in messages), messages
