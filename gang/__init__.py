@@ -27,13 +27,14 @@ class GangState:
 
 
 @dataclass(frozen=True)
-class PodGroupResource:
-    """Where a scheduler's PodGroup lives in the API."""
+class GangResource:
+    """Where a kind of the gang's own objects lives in the API: namespaced, one object per job,
+    controlled by the MPIJob (a scheduler's PodGroup, say)."""
 
     group: str
     version: str
-    kind: str = "PodGroup"
-    plural: str = "podgroups"
+    kind: str
+    plural: str
 
     @property
     def api_version(self) -> str:
@@ -50,12 +51,28 @@ class ClusterResource:
     plural: str
 
 
+@dataclass(frozen=True)
+class StoredGang:
+    """A job's gang as the operator's caches hold it: what a scheduler's verdict is read from."""
+
+    job: MPIJob
+    # The gang's stored objects by plural: one of each ``gang_resources`` kind.
+    objects: Mapping[str, dict[str, Any]]
+    # The job's pods (workers and launcher): labels and status, no spec or annotations.
+    pods: Sequence[dict[str, Any]]
+
+
 Lookup = Callable[[str, str], dict[str, Any] | None]
 """``lookup(plural, name)``: a cached cluster-scoped object of a ``watched_resources`` kind."""
 
 
 class GangScheduler(Protocol):
-    """A gang scheduler the operator can hand a job's pods to."""
+    """A gang scheduler the operator can hand a job's pods to.
+
+    A scheduler may need objects of its own for a gang (none, one or several, each of a kind in
+    ``gang_resources``), created before the pods and deleted with them, or only marks on the
+    pods (``decorate_pod_template``). Its verdict is read from those objects and the pods.
+    """
 
     @property
     def scheduler_name(self) -> str:
@@ -63,10 +80,13 @@ class GangScheduler(Protocol):
         ...
 
     @property
-    def pod_group_resource(self) -> PodGroupResource: ...
+    def gang_resources(self) -> Sequence[GangResource]:
+        """The kinds of the gang's own objects; the operator caches, creates and deletes them."""
+        ...
 
-    def pod_group(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
-        """The desired PodGroup of a (defaulted, valid) job, metadata included."""
+    def gang_objects(self, job: MPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
+        """The desired objects of a (defaulted, valid) job's gang, metadata included: one of
+        each ``gang_resources`` kind, in that order (the order they are created in)."""
         ...
 
     def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
@@ -74,17 +94,17 @@ class GangScheduler(Protocol):
         ...
 
     def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
-        """Whether a stored PodGroup's spec differs from the desired one in meaning."""
+        """Whether a stored gang object's spec differs from the desired one in meaning."""
         ...
 
-    def updated_pod_group(
+    def updated_object(
         self, current: Mapping[str, Any], desired: Mapping[str, Any]
     ) -> dict[str, Any]:
         """The object to send as an update: a copy of ``current`` with the desired spec."""
         ...
 
-    def gang_state(self, pod_group: dict[str, Any]) -> GangState:
-        """The scheduler's verdict on a stored PodGroup, read from its status."""
+    def gang_state(self, gang: StoredGang) -> GangState:
+        """The scheduler's verdict on a job's gang, read from its stored objects and pods."""
         ...
 
     @property
@@ -92,22 +112,29 @@ class GangScheduler(Protocol):
         """Cluster-scoped kinds ``blocked`` reads; the operator caches them."""
         ...
 
-    def blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
+    def blocked(self, gang: StoredGang, lookup: Lookup) -> GangState | None:
         """Why the scheduler will not consider an unplaced gang at all, when the reason lies
-        outside the PodGroup (which then says nothing); None when nothing blocks it."""
+        outside the gang's objects and pods (which then say nothing); None when nothing
+        blocks it."""
         ...
 
-    def inputs_of(self, pod_group: dict[str, Any]) -> Sequence[tuple[str, str]]:
+    def inputs_of(self, gang_object: dict[str, Any]) -> Sequence[tuple[str, str]]:
         """``(plural, name)`` of each ``watched_resources`` object that ``blocked`` reads for
-        this stored PodGroup: a change to one concerns only the jobs whose PodGroups name it."""
+        the gang of this stored gang object: a change to one concerns only those jobs."""
+        ...
+
+    def waits(self, gang_object: dict[str, Any]) -> bool:
+        """Whether this stored gang object alone shows its gang as not placed yet: the
+        objects a ``capacity_nudge`` is patched onto."""
         ...
 
     def capacity_nudge(self, stamp: str) -> dict[str, Any] | None:
         """What the scheduler needs when the cluster may have room for a waiting gang (a node
-        added or made schedulable, allocatable grown, a bound pod gone): a merge patch for the
-        gang's PodGroup that makes the scheduler look at the gang again, different for each
-        ``stamp``; None when the scheduler looks again by itself. The answer does not depend
-        on the gang, so None for one stamp means None for all: no capacity watch is needed."""
+        added or made schedulable, allocatable grown, a bound pod gone): a merge patch for
+        each gang object that ``waits``, making the scheduler look at the gang again,
+        different for each ``stamp``; None when the scheduler looks again by itself. The
+        answer does not depend on the gang, so None for one stamp means None for all: no
+        capacity watch is needed."""
         ...
 
 
@@ -116,15 +143,16 @@ def needs_capacity_nudges(gang: GangScheduler | None) -> bool:
     return gang is not None and gang.capacity_nudge("") is not None
 
 
-def waits(gang: GangScheduler, pod_group: dict[str, Any]) -> bool:
-    """Whether the scheduler reports the gang of this stored PodGroup as not placed yet."""
-    return gang.gang_state(pod_group).scheduled is False
-
-
 def _volcano(name: str) -> GangScheduler:
     from gang.volcano import VolcanoScheduler
 
     return VolcanoScheduler()
+
+
+def _koordinator(name: str) -> GangScheduler:
+    from gang.koordinator import KoordinatorScheduler
+
+    return KoordinatorScheduler()
 
 
 def _coscheduling(name: str) -> GangScheduler:
@@ -135,8 +163,19 @@ def _coscheduling(name: str) -> GangScheduler:
 
 # Flag value -> strategy. Any other non-empty name means the coscheduling plugin running
 # under that scheduler name, exactly as kubeflow/mpi-operator's --gang-scheduling flag.
-_STRATEGIES: dict[str, Callable[[str], GangScheduler]] = {"volcano": _volcano}
+# koord-scheduler reads neither those PodGroups nor their label (its PodGroups are of the older
+# scheduling.sigs.k8s.io group), so its name selects its own annotation-only gang.
+_STRATEGIES: dict[str, Callable[[str], GangScheduler]] = {
+    "volcano": _volcano,
+    "koord-scheduler": _koordinator,
+}
 _FALLBACK: Callable[[str], GangScheduler] = _coscheduling
+
+
+def flag_help() -> str:
+    """What the --gang-scheduling flag accepts, for its help text."""
+    named = ", ".join(f"'{name}'" for name in _STRATEGIES)
+    return f"{named}, or the name of a scheduler running the coscheduling plugin"
 
 
 def select_gang_scheduler(name: str | None) -> GangScheduler | None:

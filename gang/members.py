@@ -56,12 +56,17 @@ def gang_replica_types(job: MPIJob) -> tuple[str, ...]:
     return tuple(t for t in c.REPLICA_TYPES if job.replica_spec(t) is not None)
 
 
+def gang_size(job: MPIJob) -> int:
+    """How many pods the gang has."""
+    return sum(job.replicas(t) for t in gang_replica_types(job))
+
+
 def min_member(job: MPIJob) -> int:
     """The PodGroup's minMember: the policy's minAvailable, else every pod of the gang."""
     min_available = scheduling_policy(job).min_available
     if min_available is not None:
         return min_available
-    return sum(job.replicas(t) for t in gang_replica_types(job))
+    return gang_size(job)
 
 
 def gang_roles(job: MPIJob, facts: ClusterFacts) -> list[GangRole]:

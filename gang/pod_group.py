@@ -1,5 +1,5 @@
 """What every scheduler's PodGroup shares: its identity and owner, its minMember, how its spec
-is compared, and the object sent to update it."""
+is compared, the object sent to update it, and a verdict read from the PodGroup alone."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from gang import ClusterResource, GangState, Lookup, PodGroupResource
+from gang import ClusterResource, GangResource, GangState, Lookup, StoredGang
 from gang.members import min_member
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
@@ -20,7 +20,12 @@ from mpi_operator.quantity import InvalidQuantityError, Quantity
 Normalizer = Callable[[Any], object]
 
 
-def new_pod_group(resource: PodGroupResource, job: MPIJob, spec: dict[str, Any]) -> dict[str, Any]:
+def pod_group_kind(group: str, version: str) -> GangResource:
+    """A scheduler's PodGroup kind in the API."""
+    return GangResource(group, version, kind="PodGroup", plural="podgroups")
+
+
+def new_pod_group(resource: GangResource, job: MPIJob, spec: dict[str, Any]) -> dict[str, Any]:
     """A PodGroup named after the job, in its namespace, controlled by it, with no labels or
     annotations of its own."""
     return {
@@ -45,7 +50,14 @@ class PodGroupScheduler(abc.ABC):
     """The part of a gang scheduler that every PodGroup-based one shares; a scheduler adds its
     own spec fields, how it compares specs and how it reads a PodGroup's status."""
 
-    pod_group_resource: ClassVar[PodGroupResource]
+    pod_group_resource: ClassVar[GangResource]
+
+    @property
+    def gang_resources(self) -> Sequence[GangResource]:
+        return (self.pod_group_resource,)
+
+    def gang_objects(self, job: MPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
+        return [self.pod_group(job, facts)]
 
     def pod_group(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
         spec: dict[str, Any] = {}
@@ -59,15 +71,30 @@ class PodGroupScheduler(abc.ABC):
     def spec_fields(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
         """The scheduler's own spec fields, sent after minMember in this order."""
 
-    def updated_pod_group(
+    def updated_object(
         self, current: Mapping[str, Any], desired: Mapping[str, Any]
     ) -> dict[str, Any]:
         return updated_pod_group(current, desired)
 
+    def gang_state(self, gang: StoredGang) -> GangState:
+        return self.pod_group_state(gang.objects[self.pod_group_resource.plural])
+
+    @abc.abstractmethod
+    def pod_group_state(self, pod_group: dict[str, Any]) -> GangState:
+        """The scheduler's verdict on a stored PodGroup, read from its status."""
+
+    def waits(self, gang_object: dict[str, Any]) -> bool:
+        return self.pod_group_state(gang_object).scheduled is False
+
+    def blocked(self, gang: StoredGang, lookup: Lookup) -> GangState | None:
+        return self.pod_group_blocked(gang.objects[self.pod_group_resource.plural], lookup)
+
     # Most schedulers report everything on the PodGroup itself.
     watched_resources: ClassVar[Sequence[ClusterResource]] = ()
 
-    def blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
+    def pod_group_blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
+        """Why the scheduler will not consider this PodGroup's gang, when the PodGroup itself
+        cannot say (see ``GangScheduler.blocked``)."""
         return None
 
     def inputs_of(self, pod_group: dict[str, Any]) -> Sequence[tuple[str, str]]:

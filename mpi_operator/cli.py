@@ -18,6 +18,7 @@ from typing import Any, Final, NoReturn
 
 import yaml
 
+import gang
 from mpi_operator import __version__
 from mpi_operator.api.errors import InvalidMPIJobError, one_line
 from mpi_operator.manifest import ManifestError, read_documents
@@ -113,10 +114,7 @@ def _render_parser() -> _Parser:
         "--gang-scheduling",
         metavar="NAME",
         default="",
-        help=(
-            "as the operator's flag: 'volcano', or the name of a scheduler running the "
-            "coscheduling plugin (e.g. scheduler-plugins-scheduler)"
-        ),
+        help=f"as the operator's flag: {gang.flag_help()}",
     )
     parser.add_argument(
         "--priority-class",

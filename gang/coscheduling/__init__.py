@@ -5,15 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gang import GangState, PodGroupResource
+from gang import GangState
 from gang.members import min_resources, scheduling_policy
-from gang.pod_group import PodGroupScheduler, optional, resource_list, same_spec, scalar
+from gang.pod_group import (
+    PodGroupScheduler,
+    optional,
+    pod_group_kind,
+    resource_list,
+    same_spec,
+    scalar,
+)
 from gang.pod_template import assign_to_gang
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.quantity import format_resources
 
-POD_GROUP_RESOURCE: Final = PodGroupResource(group="scheduling.x-k8s.io", version="v1alpha1")
+POD_GROUP_RESOURCE: Final = pod_group_kind("scheduling.x-k8s.io", "v1alpha1")
 # Pod label naming the pod's PodGroup (scheduler-plugins' PodGroupLabel).
 POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 # PodGroup annotation the operator stamps when the cluster may have room for a waiting gang.
@@ -55,7 +62,7 @@ class CoschedulingScheduler(PodGroupScheduler):
     def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
         return not same_spec(current.get("spec") or {}, desired.get("spec") or {}, _SPEC_FIELDS)
 
-    def gang_state(self, pod_group: dict[str, Any]) -> GangState:
+    def pod_group_state(self, pod_group: dict[str, Any]) -> GangState:
         status = pod_group.get("status") or {}
         phase = status.get("phase") or ""
         wanted = (pod_group.get("spec") or {}).get("minMember") or 0

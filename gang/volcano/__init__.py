@@ -5,9 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from gang import ClusterResource, GangState, Lookup, PodGroupResource
+from gang import ClusterResource, GangState, Lookup
 from gang.members import min_resources, scheduling_policy, template_priority_class
-from gang.pod_group import PodGroupScheduler, optional_resource_list, same_spec, scalar
+from gang.pod_group import (
+    PodGroupScheduler,
+    optional_resource_list,
+    pod_group_kind,
+    same_spec,
+    scalar,
+)
 from gang.pod_template import assign_to_gang
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
@@ -15,7 +21,7 @@ from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.quantity import format_resources
 
 SCHEDULER_NAME: Final = "volcano"
-POD_GROUP_RESOURCE: Final = PodGroupResource(group="scheduling.volcano.sh", version="v1beta1")
+POD_GROUP_RESOURCE: Final = pod_group_kind("scheduling.volcano.sh", "v1beta1")
 # Pod annotation naming the pod's PodGroup (volcano's KubeGroupNameAnnotationKey).
 GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 # MPIJob annotation choosing the queue when the schedulingPolicy names none.
@@ -72,7 +78,7 @@ class VolcanoScheduler(PodGroupScheduler):
             del stored["queue"]
         return not same_spec(stored, wanted, _SPEC_FIELDS)
 
-    def gang_state(self, pod_group: dict[str, Any]) -> GangState:
+    def pod_group_state(self, pod_group: dict[str, Any]) -> GangState:
         status = pod_group.get("status") or {}
         phase = status.get("phase") or ""
         if phase in ("Running", "Completed"):
@@ -108,7 +114,7 @@ class VolcanoScheduler(PodGroupScheduler):
             f'The gang waits for admission to Volcano queue "{queue}".',
         )
 
-    def blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
+    def pod_group_blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
         # Volcano writes nothing on a PodGroup whose queue is missing or not Open: the gang
         # just never enters a queue, so the queue itself is the only place the cause shows.
         name = _pod_group_queue(pod_group)

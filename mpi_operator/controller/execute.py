@@ -1,7 +1,7 @@
 """Carry out a sync plan: the writes in order, stopping at the first one that fails.
 
-Stopping keeps upstream's guarantees: no worker before its PodGroup, no launcher before its
-workers, and no status write that claims more than was done.
+Stopping keeps upstream's guarantees: no worker before its gang's objects (upstream's
+PodGroup), no launcher before its workers, and no status write that claims more than was done.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ Planning is pure: it reads a cache view and returns what to do, so tests compare
 list of writes per sync (as kubeflow/mpi-operator's tests do) without any API server.
 ``execute.py`` performs a plan and stops at the first failed write, like upstream's sync.
 
-The order and rules follow upstream's syncHandler (Service, ConfigMap, Secret, PodGroup,
-workers, launcher, status), with the fixes listed in docs/differences.md.
+The order and rules follow upstream's syncHandler (Service, ConfigMap, Secret, the gang's
+objects (upstream's PodGroup), workers, launcher, status), with the fixes listed in
+docs/differences.md.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
-from gang import GangScheduler, waits
+from gang import GangScheduler, StoredGang
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
@@ -49,7 +50,7 @@ from mpi_operator.desired.workers import new_worker_pod
 Verb = Literal["create", "update", "update_status", "delete", "patch"]
 
 # Writes that do not depend on each other (see Action.batch). The Service, ConfigMap and
-# Secret are independent; each worker pod needs only the Secret and the PodGroup before it.
+# Secret are independent; each worker pod needs only the Secret and the gang's objects before it.
 SHARED_OBJECTS: Final = "shared objects"
 WORKER_PODS: Final = "worker pods"
 
@@ -59,14 +60,14 @@ REASON_RESTART_POLICY: Final = "SetPodTemplateRestartPolicy"
 RESTART_POLICY_MESSAGE: Final = (
     "Restart policy in pod template overridden by restart policy in replica spec"
 )
-# Kinds named in ErrResourceExists messages, by resource (upstream prints an empty kind).
+# Kinds named in ErrResourceExists messages, by resource (upstream prints an empty kind); the
+# gang strategy names its own kinds.
 _KINDS: Final = {
     "services": "Service",
     "configmaps": "ConfigMap",
     "secrets": "Secret",
     "pods": "Pod",
     "jobs": "Job",
-    "podgroups": "PodGroup",
 }
 
 
@@ -98,7 +99,7 @@ class Plan:
     succeeded: bool = False
     failed: bool = False
     launcher_name: str | None = None
-    # Whether the plan stamps the waiting gang's PodGroup for the scheduler (SyncContext.nudge).
+    # Whether the plan stamps the waiting gang's objects for the scheduler (SyncContext.nudge).
     nudged: bool = False
 
     def stop(self, message: str) -> Plan:
@@ -146,7 +147,7 @@ def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -
     if errors:
         return _invalid(plan, errors)
     job = with_defaults(raw)
-    errors = render_errors(job, ctx.facts)
+    errors = render_errors(job, ctx.facts, ctx.gang)
     if errors:
         return _invalid(plan, errors)
     return _Sync(job, view, ctx, plan).run()
@@ -167,6 +168,7 @@ class _Sync:
         self.clean_pod_policy = job.spec.run_policy.clean_pod_policy or c.CLEAN_POD_POLICY_NONE
         self.status = current_status(job)
         self.original_status = copy.deepcopy(self.status)
+        self.desired_gang: list[tuple[str, dict[str, Any]]] | None = None
 
     def run(self) -> Plan:
         created = mark_created(self.job, self.status, self.ctx.now)
@@ -188,7 +190,7 @@ class _Sync:
             if not (self._ensure_service() and self._ensure_config_map() and self._ensure_secret()):
                 return self.plan
             if not self.suspended:
-                if self.ctx.gang is not None and not self._ensure_pod_group(self.ctx.gang):
+                if self.ctx.gang is not None and not self._ensure_gang_objects(self.ctx.gang):
                     return self.plan
                 ensured = self._ensure_workers()
                 if ensured is None:
@@ -253,12 +255,13 @@ class _Sync:
                 continue
             self._write("delete", "pods", pod["metadata"]["name"], batch=WORKER_PODS)
         if self.ctx.gang is not None:
-            resource = self.ctx.gang.pod_group_resource.plural
-            pod_group = self.view.get(resource, self.ns, names.pod_group_name(self.job))
-            if pod_group is not None:
-                if not self._owned(pod_group, resource):
+            for resource, name in self._gang_object_names(self.ctx.gang):
+                gang_object = self.view.get(resource, self.ns, name)
+                if gang_object is None:
+                    continue
+                if not self._owned(gang_object, resource):
                     return False
-                self._write("delete", resource, names.pod_group_name(self.job))
+                self._write("delete", resource, name)
         self.status.setdefault("replicaStatuses", {})[c.WORKER] = {}
         return True
 
@@ -325,42 +328,64 @@ class _Sync:
             self._write("update", "secrets", name, updated, batch=SHARED_OBJECTS)
         return True
 
-    def _ensure_pod_group(self, gang: GangScheduler) -> bool:
-        resource = gang.pod_group_resource.plural
-        desired = gang.pod_group(self.job, self.ctx.facts)
-        name = names.pod_group_name(self.job)
-        current = self.view.get(resource, self.ns, name)
-        if current is None:
-            self._write("create", resource, name, desired)
-            return True
-        if not self._owned(current, resource):
-            return False
-        if gang.needs_update(current, desired):
-            # The update wakes the scheduler as a nudge would.
-            self._write("update", resource, name, gang.updated_pod_group(current, desired))
-        elif self.ctx.nudge and waits(gang, current):
-            patch = gang.capacity_nudge(self.ctx.now)
-            if patch is not None:
-                self._write("patch", resource, name, patch)
-                self.plan.nudged = True
+    def _ensure_gang_objects(self, gang: GangScheduler) -> bool:
+        for resource, desired in self._gang_objects(gang):
+            name = desired["metadata"]["name"]
+            current = self.view.get(resource, self.ns, name)
+            if current is None:
+                self._write("create", resource, name, desired)
+                continue
+            if not self._owned(current, resource):
+                return False
+            if gang.needs_update(current, desired):
+                # The update wakes the scheduler as a nudge would.
+                self._write("update", resource, name, gang.updated_object(current, desired))
+            elif self.ctx.nudge and gang.waits(current):
+                patch = gang.capacity_nudge(self.ctx.now)
+                if patch is not None:
+                    self._write("patch", resource, name, patch)
+                    self.plan.nudged = True
         return True
 
+    def _gang_objects(self, gang: GangScheduler) -> list[tuple[str, dict[str, Any]]]:
+        """The gang's desired objects, each with its resource plural (built once a sync)."""
+        if self.desired_gang is None:
+            objects = gang.gang_objects(self.job, self.ctx.facts)
+            resources = gang.gang_resources
+            self.desired_gang = [(r.plural, o) for r, o in zip(resources, objects, strict=True)]
+        return self.desired_gang
+
+    def _gang_object_names(self, gang: GangScheduler) -> list[tuple[str, str]]:
+        return [(plural, obj["metadata"]["name"]) for plural, obj in self._gang_objects(gang)]
+
+    def _stored_gang(self, gang: GangScheduler) -> StoredGang | None:
+        """The job's gang as cached; None while any of its objects is not stored yet."""
+        objects = {}
+        for resource, name in self._gang_object_names(gang):
+            stored = self.view.get(resource, self.ns, name)
+            if stored is None:
+                return None
+            objects[resource] = stored
+        pods = list(self.view.worker_pods(self.job))
+        launcher = self.view.get("jobs", self.ns, names.launcher_name(self.job))
+        if launcher is not None:
+            pods.extend(self.view.launcher_pods(launcher))
+        return StoredGang(self.job, objects, pods)
+
     def _observe_gang(self, gang: GangScheduler, *, placed_only: bool = False) -> None:
-        """Report the scheduler's verdict on the PodGroup as the GangScheduled condition.
+        """Report the scheduler's verdict on the gang as the GangScheduled condition.
 
         Once the launcher has finished (``placed_only``) only a first "placed" verdict is
         taken: a short launcher can finish before the scheduler reports its gang placed, and
         a gang that ran must not read as waiting when its pods go and the scheduler's status
         falls back to pending.
         """
-        pod_group = self.view.get(
-            gang.pod_group_resource.plural, self.ns, names.pod_group_name(self.job)
-        )
-        if pod_group is None:
+        stored = self._stored_gang(gang)
+        if stored is None:
             return
-        state = gang.gang_state(pod_group)
+        state = gang.gang_state(stored)
         if not state.scheduled and not placed_only:
-            state = gang.blocked(pod_group, self._cluster_object) or state
+            state = gang.blocked(stored, self._cluster_object) or state
         if state.scheduled is None:
             return
         if placed_only and (
@@ -474,10 +499,16 @@ class _Sync:
         if is_controlled_by(obj, self.job):
             return True
         name = (obj.get("metadata") or {}).get("name", "")
-        message = resource_exists_message(name, _KINDS.get(resource, resource))
+        message = resource_exists_message(name, self._kind(resource))
         self.plan.events.append(Event(WARNING, REASON_RESOURCE_EXISTS, message))
         self.plan.stop(message)
         return False
+
+    def _kind(self, resource: str) -> str:
+        gang_kinds = (
+            {r.plural: r.kind for r in self.ctx.gang.gang_resources} if self.ctx.gang else {}
+        )
+        return _KINDS.get(resource) or gang_kinds.get(resource) or resource
 
     def _write(
         self,

@@ -12,16 +12,25 @@ from mpi_operator.api.errors import FieldError
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired.config import config_map_errors, new_config_map
 from mpi_operator.desired.launcher import new_launcher_job
-from mpi_operator.desired.pod_templates import dns_search_errors, is_suspended
+from mpi_operator.desired.pod_templates import (
+    dns_search_errors,
+    gang_annotation_errors,
+    is_suspended,
+)
 from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
 
 
-def render_errors(job: MPIJob, facts: ClusterFacts) -> list[FieldError]:
-    """Problems of a valid job that only show once its objects meet the cluster's facts: a
-    ConfigMap too large for the API server, a DNS search list it would refuse."""
-    return [*config_map_errors(job, facts), *dns_search_errors(job, facts)]
+def render_errors(job: MPIJob, facts: ClusterFacts, gang: GangScheduler | None) -> list[FieldError]:
+    """Problems of a valid job that only show once its objects meet the cluster's facts and
+    the gang scheduler: a ConfigMap too large for the API server, a DNS search list it would
+    refuse, pod annotations over its limit with the gang scheduler's added."""
+    return [
+        *config_map_errors(job, facts),
+        *dns_search_errors(job, facts),
+        *gang_annotation_errors(job, gang),
+    ]
 
 
 def desired_objects(
@@ -30,10 +39,11 @@ def desired_objects(
     gang: GangScheduler | None,
     ssh_key: SSHKeyPair | None = None,
 ) -> list[dict[str, Any]]:
-    """Service, ConfigMap, Secret, PodGroup, workers 0..N-1, then the launcher Job.
+    """Service, ConfigMap, Secret, the gang's objects (a PodGroup, say), workers 0..N-1, then
+    the launcher Job.
 
     Everything the launcher needs exists before it starts. A suspended job gets neither
-    PodGroup nor workers, and a suspended launcher Job. A key pair is generated when
+    gang objects nor workers, and a suspended launcher Job. A key pair is generated when
     ``ssh_key`` is None.
     """
     return list(iter_desired_objects(job, facts, gang, ssh_key))
@@ -51,7 +61,7 @@ def iter_desired_objects(
     yield new_ssh_secret(job, ssh_key or generate_ssh_key_pair())
     if not is_suspended(job):
         if gang is not None:
-            yield gang.pod_group(job, facts)
+            yield from gang.gang_objects(job, facts)
         for index in range(job.replicas(c.WORKER)):
             yield new_worker_pod(job, index, facts, gang)
     yield new_launcher_job(job, facts, gang)

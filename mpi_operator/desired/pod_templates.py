@@ -17,7 +17,12 @@ from mpi_operator.api import dns, names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import FieldError, quoted
 from mpi_operator.api.meta import controller_reference
-from mpi_operator.api.pod_template import MAX_DNS_SEARCH_CHARACTERS, MAX_DNS_SEARCHES, searches_of
+from mpi_operator.api.pod_template import (
+    MAX_DNS_SEARCH_CHARACTERS,
+    MAX_DNS_SEARCHES,
+    annotation_errors,
+    searches_of,
+)
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
 
 SSH_PRIVATE_KEY: Final = "ssh-privatekey"
@@ -161,6 +166,25 @@ def hand_to_gang(
 ) -> dict[str, Any]:
     """The template as the gang scheduler wants it; unchanged without gang scheduling."""
     return template if gang is None else gang.decorate_pod_template(template, job)
+
+
+def gang_annotation_errors(job: MPIJob, gang: GangScheduler | None) -> Iterator[FieldError]:
+    """Whether each role's pods still fit the API server's annotation limit once the gang
+    scheduler has added its own: validation checks a template's annotations alone."""
+    if gang is None:
+        return
+    for replica_type, role in ((c.LAUNCHER, c.ROLE_LAUNCHER), (c.WORKER, c.ROLE_WORKER)):
+        spec = job.replica_spec(replica_type)
+        if spec is None:
+            continue
+        own = ((spec.template or {}).get("metadata") or {}).get("annotations") or {}
+        marked = gang.decorate_pod_template(
+            {"metadata": {"labels": operator_labels(job, role)}}, job
+        )
+        added = marked["metadata"].get("annotations") or {}
+        path = f"spec.mpiReplicaSpecs[{replica_type}].template.metadata.annotations"
+        for error in annotation_errors(path, {**own, **added} if added else {}):
+            yield FieldError(error.path, f"{error.message}, with the gang scheduler's annotations")
 
 
 def pod_metadata(template: dict[str, Any]) -> dict[str, Any]:

@@ -39,9 +39,9 @@ from mpi_operator.runtime.store import (
 MPIJOBS: Final = Resource(c.GROUP, c.VERSION, "mpijobs", True, c.KIND)
 OPERATOR_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
 INDEX_JOB_NAME: Final = "job-name"
-# PodGroups by the gang inputs (``plural/name``) the strategy reads for them.
+# Gang objects by the gang inputs (``plural/name``) the strategy reads for them.
 INDEX_GANG_INPUT: Final = "gang-input"
-# PodGroups of gangs not placed yet, under capacity.WAITING (when the strategy nudges).
+# Gang objects of gangs not placed yet, under capacity.WAITING (when the strategy nudges).
 INDEX_GANG_WAITING: Final = "gang-waiting"
 GLOBAL_DEFAULT_PRIORITY: Final = "globalDefault"
 
@@ -54,9 +54,9 @@ def pod_status_only(pod: Object) -> Object:
     return pod
 
 
-def pod_group_resource(gang: GangScheduler) -> Resource:
-    spec = gang.pod_group_resource
-    return Resource(spec.group, spec.version, spec.plural, True, spec.kind)
+def gang_resources(gang: GangScheduler) -> list[Resource]:
+    """The namespaced kinds of the strategy's own gang objects."""
+    return [Resource(r.group, r.version, r.plural, True, r.kind) for r in gang.gang_resources]
 
 
 @dataclass(frozen=True)
@@ -125,11 +125,11 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
     gang_inputs: dict[str, Informer] = {}
     nudges = needs_capacity_nudges(gang)
     if gang is not None:
-        resource = pod_group_resource(gang)
-        indexers = {INDEX_GANG_INPUT: _index_by_gang_input(gang)}
-        if nudges:
-            indexers[INDEX_GANG_WAITING] = index_waiting(gang)
-        children[resource.plural] = child(resource, indexers=indexers)
+        for resource in gang_resources(gang):
+            indexers = {INDEX_GANG_INPUT: _index_by_gang_input(gang)}
+            if nudges:
+                indexers[INDEX_GANG_WAITING] = index_waiting(gang)
+            children[resource.plural] = child(resource, indexers=indexers)
         priority_classes = Informer.for_resource(client, PRIORITY_CLASSES)
         for watched in gang.watched_resources:
             cluster_scoped = Resource(
@@ -195,15 +195,16 @@ def enqueue_gang_input_users(
     caches: Caches, gang: GangScheduler, plural: str, enqueue: Callable[[str], None]
 ) -> Callable[..., None]:
     """For a changed gang input of kind ``plural`` (a Volcano queue, say): enqueue the jobs
-    whose PodGroups the strategy reads it for, and no other."""
+    whose gang objects the strategy reads it for, and no other."""
     to_owner = enqueue_owner(caches, enqueue)
-    pod_groups = caches.children[gang.pod_group_resource.plural].store
+    stores = [caches.children[r.plural].store for r in gang.gang_resources]
 
     def handle(*changed: Object) -> None:
         # An add or delete passes the object, an update (old, new): the name is the same.
         value = _gang_input_value(plural, changed[-1]["metadata"]["name"])
-        for pod_group in pod_groups.by_index(INDEX_GANG_INPUT, value):
-            to_owner(pod_group)
+        for store in stores:
+            for gang_object in store.by_index(INDEX_GANG_INPUT, value):
+                to_owner(gang_object)
 
     return handle
 
@@ -213,13 +214,18 @@ def _gang_input_value(plural: str, name: str) -> str:
 
 
 def _index_by_gang_input(gang: GangScheduler) -> Callable[[Object], list[str]]:
-    def index(pod_group: Object) -> list[str]:
-        return [_gang_input_value(plural, name) for plural, name in gang.inputs_of(pod_group)]
+    def index(gang_object: Object) -> list[str]:
+        return [_gang_input_value(plural, name) for plural, name in gang.inputs_of(gang_object)]
 
     return index
 
 
-def waiting_pod_groups(caches: Caches, gang: GangScheduler) -> list[Object]:
-    """The cached PodGroups of gangs not placed yet."""
-    store = caches.children[gang.pod_group_resource.plural].store
-    return store.by_index(INDEX_GANG_WAITING, WAITING)
+def waiting_gang_objects(caches: Caches, gang: GangScheduler) -> list[Object]:
+    """The cached gang objects of gangs not placed yet."""
+    return [
+        gang_object
+        for resource in gang.gang_resources
+        for gang_object in caches.children[resource.plural].store.by_index(
+            INDEX_GANG_WAITING, WAITING
+        )
+    ]

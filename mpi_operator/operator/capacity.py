@@ -1,10 +1,11 @@
 """Nudging waiting gangs when the cluster may have room for them.
 
 Some gang schedulers look at a gang they turned down again only when its own objects change
-(the coscheduling plugin: a Pod add or a PodGroup add/update), not when a node is added or a
-pod goes away. When the strategy says its scheduler needs a nudge, the operator watches nodes
+(a pod added, its group object added or updated), not when a node is added or a pod goes
+away. When the strategy says its scheduler needs a nudge, the operator watches nodes
 and bound pods; a change that may free capacity marks every waiting gang's job, and the job's
-next sync (its own worker, through the queue) patches the strategy's stamp onto the PodGroup.
+next sync (its own worker, through the queue) patches the strategy's stamp onto the gang's
+waiting objects.
 
 The pure part decides (:func:`frees_capacity`, :func:`gangs_to_nudge`); :class:`NudgeSchedule`
 keeps the rate: at most one nudge per gang per ``interval`` seconds, a burst of changes
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gang import GangScheduler, waits
+from gang import GangScheduler
 from mpi_operator.api import constants as c
 from mpi_operator.quantity import InvalidQuantityError, Quantity
 from mpi_operator.runtime.client import NODES, PODS, ApiError, Client
@@ -31,7 +32,7 @@ from mpi_operator.runtime.reflector import EventHandler
 
 log = logging.getLogger(__name__)
 
-# PodGroups indexed under this value of INDEX_GANG_WAITING: their gangs are not placed yet.
+# Gang objects indexed under this value of INDEX_GANG_WAITING: their gangs are not placed yet.
 WAITING: Final = "waiting"
 NUDGE_QUIET: Final = 1.0
 NUDGE_INTERVAL: Final = 5.0
@@ -115,24 +116,24 @@ def _allocatable(node: Object) -> dict[str, Any]:
 
 def gangs_to_nudge(change: Change, waiting: Callable[[], Iterable[Object]]) -> list[str]:
     """The keys of the MPIJobs whose waiting gangs ``change`` may let start; ``waiting()``
-    lists the PodGroups of waiting gangs from the cache (read only when the change may have
+    lists the gang objects of waiting gangs from the cache (read only when the change may have
     freed capacity)."""
     if not frees_capacity(change):
         return []
     keys = set()
-    for pod_group in waiting():
-        ref = controller_ref(pod_group)
+    for gang_object in waiting():
+        ref = controller_ref(gang_object)
         if ref is not None and ref.get("kind") == c.KIND:
-            keys.add(make_key(pod_group["metadata"].get("namespace", ""), ref["name"]))
+            keys.add(make_key(gang_object["metadata"].get("namespace", ""), ref["name"]))
     return sorted(keys)
 
 
 def index_waiting(gang: GangScheduler) -> Callable[[Object], list[str]]:
-    """Files the PodGroups whose gangs wait under WAITING, so a capacity change reads only
+    """Files the gang objects whose gangs wait under WAITING, so a capacity change reads only
     them, however many gangs run."""
 
-    def index(pod_group: Object) -> list[str]:
-        return [WAITING] if waits(gang, pod_group) else []
+    def index(gang_object: Object) -> list[str]:
+        return [WAITING] if gang.waits(gang_object) else []
 
     return index
 

@@ -28,8 +28,8 @@ from mpi_operator.operator.caches import (
     build_caches,
     enqueue_gang_input_users,
     enqueue_owner,
-    pod_group_resource,
-    waiting_pod_groups,
+    gang_resources,
+    waiting_gang_objects,
 )
 from mpi_operator.operator.capacity import Change, NudgeSchedule, gangs_to_nudge, watch_capacity
 from mpi_operator.operator.options import DEFAULT_LEASE_NAME, Options
@@ -100,10 +100,10 @@ def configure_logging(verbosity: int) -> None:
 
 def own_budget_groups(gang: GangScheduler | None) -> tuple[str, ...]:
     """API groups that get a request budget of their own, as upstream's clientsets have:
-    kubeflow.org (MPIJobs) and the gang scheduler's group; Kubernetes' own groups share one."""
+    kubeflow.org (MPIJobs) and the gang scheduler's groups; Kubernetes' own groups share one."""
     groups = [MPIJOBS.group]
     if gang is not None:
-        groups.append(pod_group_resource(gang).group)
+        groups.extend(resource.group for resource in gang.gang_resources)
         groups.extend(watched.group for watched in gang.watched_resources)
     return tuple(dict.fromkeys(groups))
 
@@ -112,8 +112,7 @@ def resources_for(gang: GangScheduler | None) -> dict[str, Resource]:
     """Where each resource a sync plan writes lives in the API."""
     resources = {r.plural: r for r in (SERVICES, CONFIGMAPS, SECRETS, PODS, JOBS, MPIJOBS)}
     if gang is not None:
-        group = pod_group_resource(gang)
-        resources[group.plural] = group
+        resources.update((resource.plural, resource) for resource in gang_resources(gang))
     return resources
 
 
@@ -157,7 +156,7 @@ class Operator:
         for informer in caches.children.values():
             informer.add_event_handler(to_owner, owners_of_both, to_owner)
 
-        # A gang input (a queue opening, say) concerns only the jobs whose PodGroups the
+        # A gang input (a queue opening, say) concerns only the jobs whose gang objects the
         # strategy reads it for; schedulers rewrite them often (Volcano: queue status).
         for plural, informer in caches.gang_inputs.items():
             assert self.gang is not None, "gang inputs are cached only with gang scheduling"
@@ -210,7 +209,7 @@ class Operator:
         nudges = NudgeSchedule(lambda key, delay: queue.add_when_quiet(key, delay, delay))
 
         def on_change(change: Change) -> None:
-            nudges.request(gangs_to_nudge(change, lambda: waiting_pod_groups(caches, gang)))
+            nudges.request(gangs_to_nudge(change, lambda: waiting_gang_objects(caches, gang)))
 
         watch_capacity(caches.capacity, on_change)
         return nudges

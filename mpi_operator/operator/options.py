@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+import gang
 from mpi_operator.api.cluster import rendering_flag_problems
 
 DEFAULT_LEASE_NAME: Final = "mpi-operator"
@@ -73,7 +74,7 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
         parser,
         "gang-scheduling",
         default="",
-        help="'volcano', or the scheduler name running the coscheduling plugin",
+        help=gang.flag_help(),
     )
     _flag(parser, "lock-namespace", default="mpi-operator", help="namespace of the leader Lease")
     _flag(

@@ -93,10 +93,11 @@ def iter_render(
         raise ValueError("; ".join(problems))
     facts = ClusterFacts(cluster_domain=cluster_domain, priority_classes=priority_classes or {})
     valid = load_valid_mpijob(as_stored(wire_form(job)))
-    errors = render_errors(valid, facts)
+    gang = select_gang_scheduler(gang_scheduling)
+    errors = render_errors(valid, facts, gang)
     if errors:
         raise InvalidMPIJobError(errors)
-    return iter_desired_objects(valid, facts, select_gang_scheduler(gang_scheduling))
+    return iter_desired_objects(valid, facts, gang)
 
 
 def as_stored(document: Any) -> Any:

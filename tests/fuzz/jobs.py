@@ -480,6 +480,10 @@ def examples(draw: st.DrawFn) -> Example:
     text = dumped(job)
     if draw(st.integers(0, 9)) == 0:
         text = draw(st.sampled_from(TEXT_ATTACKS))(text)
-    gang = draw(st.sampled_from(["", "", "volcano", "scheduler-plugins-scheduler", "Bad Name"]))
+    gang = draw(
+        st.sampled_from(
+            ["", "", "volcano", "scheduler-plugins-scheduler", "koord-scheduler", "Bad Name"]
+        )
+    )
     domain = draw(st.sampled_from(["", "", "", "cluster.example", "corp", "bad..domain"]))
     return Example(text, gang, domain)

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from golden import assert_matches_golden
 
-from gang import GangState, PodGroupResource
+from gang import GangResource, GangState, StoredGang
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.meta import is_controlled_by
@@ -36,15 +36,17 @@ class FakeGang:
     """Just enough of a gang scheduler to see where the builders call it."""
 
     scheduler_name = "fake-gang"
-    pod_group_resource = PodGroupResource(group="example.com", version="v1")
+    gang_resources = (GangResource("example.com", "v1", "PodGroup", "podgroups"),)
 
-    def pod_group(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
-        return {
-            "apiVersion": self.pod_group_resource.api_version,
-            "kind": "PodGroup",
-            "metadata": {"name": job.name, "namespace": job.namespace},
-            "spec": {"minMember": job.replicas(c.WORKER) + 1},
-        }
+    def gang_objects(self, job: MPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
+        return [
+            {
+                "apiVersion": self.gang_resources[0].api_version,
+                "kind": "PodGroup",
+                "metadata": {"name": job.name, "namespace": job.namespace},
+                "spec": {"minMember": job.replicas(c.WORKER) + 1},
+            }
+        ]
 
     def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
         decorated = copy.deepcopy(template)
@@ -56,12 +58,12 @@ class FakeGang:
     def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
         return current.get("spec") != desired.get("spec")
 
-    def updated_pod_group(
+    def updated_object(
         self, current: Mapping[str, Any], desired: Mapping[str, Any]
     ) -> dict[str, Any]:
         return {**copy.deepcopy(dict(current)), "spec": copy.deepcopy(desired["spec"])}
 
-    def gang_state(self, pod_group: dict[str, Any]) -> GangState:
+    def gang_state(self, gang: StoredGang) -> GangState:
         return GangState(scheduled=None, reason="", message="")
 
 

@@ -47,7 +47,7 @@ def j(workers: int) -> MPIJobWrapper:
 def spec_of(
     scheduler: GangScheduler, job: MPIJobWrapper, facts: ClusterFacts = NO_CLASSES
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = scheduler.pod_group(job.job(), facts)["spec"]
+    spec: dict[str, Any] = scheduler.gang_objects(job.job(), facts)[0]["spec"]
     return spec
 
 
@@ -80,8 +80,9 @@ def test_the_flag_selects_the_strategy(
     scheduler = select_gang_scheduler(flag)
     assert isinstance(scheduler, kind)
     assert scheduler.scheduler_name == scheduler_name
-    assert scheduler.pod_group_resource.api_version == api_version
-    assert scheduler.pod_group_resource.plural == "podgroups"
+    assert [(r.api_version, r.plural) for r in scheduler.gang_resources] == [
+        (api_version, "podgroups")
+    ]
 
 
 @pytest.mark.parametrize("flag", ["", None], ids=["empty flag", "no flag"])

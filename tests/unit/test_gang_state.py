@@ -62,28 +62,28 @@ def unschedulable(status: str = "True", message: str = NOT_ENOUGH) -> dict[str, 
 def test_volcano_gang_state(
     status: dict[str, Any] | None, scheduled: bool | None, reason: str
 ) -> None:
-    state = VolcanoScheduler().gang_state(pod_group(status, queue="project-x"))
+    state = VolcanoScheduler().pod_group_state(pod_group(status, queue="project-x"))
     assert (state.scheduled, state.reason) == (scheduled, reason)
     assert state.message
 
 
 def test_volcano_unschedulable_carries_the_schedulers_message() -> None:
     status = {"phase": "Inqueue", "conditions": [unschedulable()]}
-    assert VolcanoScheduler().gang_state(pod_group(status)) == GangState(
+    assert VolcanoScheduler().pod_group_state(pod_group(status)) == GangState(
         False, "Unschedulable", NOT_ENOUGH
     )
 
 
 def test_volcano_unschedulable_without_message_falls_back_to_its_reason() -> None:
     status = {"phase": "Pending", "conditions": [unschedulable(message="")]}
-    state = VolcanoScheduler().gang_state(pod_group(status))
+    state = VolcanoScheduler().pod_group_state(pod_group(status))
     assert state == GangState(False, "Unschedulable", "NotEnoughResources")
 
 
 def test_volcano_pending_names_the_queue() -> None:
-    state = VolcanoScheduler().gang_state(pod_group({"phase": "Pending"}, queue="project-x"))
+    state = VolcanoScheduler().pod_group_state(pod_group({"phase": "Pending"}, queue="project-x"))
     assert "project-x" in state.message
-    default = VolcanoScheduler().gang_state(pod_group({"phase": "Pending"}))
+    default = VolcanoScheduler().pod_group_state(pod_group({"phase": "Pending"}))
     assert '"default"' in default.message
 
 
@@ -112,7 +112,7 @@ def test_coscheduling_gang_state(
     status: dict[str, Any] | None, scheduled: bool | None, reason: str
 ) -> None:
     scheduler = CoschedulingScheduler("scheduler-plugins-scheduler")
-    state = scheduler.gang_state(pod_group(status, minMember=3))
+    state = scheduler.pod_group_state(pod_group(status, minMember=3))
     assert (state.scheduled, state.reason) == (scheduled, reason)
     assert state.message
 
@@ -120,7 +120,7 @@ def test_coscheduling_gang_state(
 def test_coscheduling_scheduling_message_counts_the_pods() -> None:
     scheduler = CoschedulingScheduler("scheduler-plugins-scheduler")
     status = {"phase": "Scheduling", "running": 1, "succeeded": 1}
-    state = scheduler.gang_state(pod_group(status, minMember=3))
+    state = scheduler.pod_group_state(pod_group(status, minMember=3))
     assert state.message.startswith("2 of 3 pods run")
 
 

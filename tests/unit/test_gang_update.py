@@ -27,7 +27,7 @@ def j(workers: int) -> MPIJobWrapper:
 
 
 def desired(scheduler: GangScheduler, job: MPIJobWrapper) -> dict[str, Any]:
-    return scheduler.pod_group(job.job(), ClusterFacts())
+    return scheduler.gang_objects(job.job(), ClusterFacts())[0]
 
 
 def stored(pod_group: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -145,7 +145,7 @@ def test_the_update_is_the_stored_object_with_the_desired_spec(scheduler: GangSc
     before = copy.deepcopy(current)
     want = desired(scheduler, j(2).scheduling_policy(minAvailable=2))
 
-    updated = scheduler.updated_pod_group(current, want)
+    updated = scheduler.updated_object(current, want)
 
     assert updated["spec"] == want["spec"]
     assert updated["metadata"] == current["metadata"]

@@ -17,8 +17,10 @@ import pytest
 import yaml
 
 from gang import select_gang_scheduler
+from gang.volcano import GROUP_NAME_ANNOTATION
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import InvalidMPIJobError
+from mpi_operator.api.pod_template import MAX_ANNOTATIONS_BYTES
 from mpi_operator.api.v2beta1 import MAX_WORKERS
 from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.cli import main
@@ -291,7 +293,7 @@ def test_render_refuses_by_field(
     assert (out, err.splitlines()) == ("", expected)
 
 
-@pytest.mark.parametrize("gang", ["", "volcano", "scheduler-plugins-scheduler"])
+@pytest.mark.parametrize("gang", ["", "volcano", "scheduler-plugins-scheduler", "koord-scheduler"])
 @pytest.mark.parametrize(("job", "expected"), CASES)
 def test_the_operator_reports_the_same_problems_without_writing(
     job: MPIJobWrapper, expected: list[str], gang: str
@@ -318,22 +320,22 @@ def test_max_workers_is_just_below_where_no_config_map_fits() -> None:
     # The shortest names and lines there are: one-letter job and namespace, Intel MPI lines
     # with zero slots, no cluster domain.
     shortest = MPIJobWrapper("a", "b").implementation("Intel").slots_per_worker(0)
-    assert render_errors(shortest.workers(MAX_WORKERS).job(), ClusterFacts()) == []
+    assert render_errors(shortest.workers(MAX_WORKERS).job(), ClusterFacts(), None) == []
     beyond = shortest.workers(MAX_WORKERS * 102 // 100).defaulted()
-    [error] = render_errors(beyond, ClusterFacts())
+    [error] = render_errors(beyond, ClusterFacts(), None)
     assert error.path == "spec.mpiReplicaSpecs[Worker].replicas"
     assert error.message.endswith(f"a ConfigMap holds at most {MAX_CONFIG_MAP_BYTES}")
 
 
 def test_long_names_reach_the_config_map_limit_with_fewer_workers() -> None:
     job = MPIJobWrapper("j" * 40, "n" * 63).workers(MAX_WORKERS).job()
-    [error] = render_errors(job, ClusterFacts(cluster_domain="cluster.example"))
+    [error] = render_errors(job, ClusterFacts(cluster_domain="cluster.example"), None)
     assert error.message.startswith(f"{MAX_WORKERS} workers need a hostfile and discover_hosts")
 
 
 def test_a_long_cluster_domain_makes_every_roles_search_list_invalid() -> None:
     job = MPIJobWrapper("pi", "ns").workers(1).job()
-    errors = render_errors(job, ClusterFacts(cluster_domain="d" * 60 + "." + "e" * 60 * 4))
+    errors = render_errors(job, ClusterFacts(cluster_domain="d" * 60 + "." + "e" * 60 * 4), None)
     assert [error.path for error in errors] == [
         "spec.mpiReplicaSpecs[Launcher].template.spec.dnsConfig.searches",
         f"{WORKER_SPEC}.dnsConfig.searches",
@@ -367,3 +369,41 @@ def test_flags_that_land_in_pods_are_checked(
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith(expected)
+
+
+def annotations_filling(total: int) -> MPIJobWrapper:
+    """A job whose worker template's annotations are ``total`` bytes, keys and values."""
+    key = "example.com/filler"
+    return (
+        MPIJobWrapper("pi", "ns")
+        .workers(1)
+        .template_annotation("Worker", key, "x" * (total - len(key)))
+    )
+
+
+FULL = MAX_ANNOTATIONS_BYTES
+
+
+@pytest.mark.parametrize(
+    ("gang", "job", "refused"),
+    [
+        ("", annotations_filling(FULL), False),
+        ("volcano", annotations_filling(FULL - 100), False),
+        ("volcano", annotations_filling(FULL), True),
+        # Coscheduling marks pods with a label, which has no such limit.
+        ("scheduler-plugins-scheduler", annotations_filling(FULL), False),
+    ],
+    ids=["no gang", "volcano, room left", "volcano, no room", "coscheduling adds a label"],
+)
+def test_the_gang_schedulers_annotations_must_fit_beside_the_templates(
+    gang: str, job: MPIJobWrapper, refused: bool
+) -> None:
+    errors = render_errors(job.defaulted(), ClusterFacts(), select_gang_scheduler(gang))
+    expected = [
+        (
+            "spec.mpiReplicaSpecs[Worker].template.metadata.annotations",
+            f"may not be larger than {FULL} bytes in total, found "
+            f"{FULL + len(GROUP_NAME_ANNOTATION + 'pi')}, with the gang scheduler's annotations",
+        )
+    ]
+    assert [(e.path, e.message) for e in errors] == (expected if refused else [])

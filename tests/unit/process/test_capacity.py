@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gang import select_gang_scheduler
-from mpi_operator.operator.caches import build_caches, waiting_pod_groups
+from mpi_operator.operator.caches import build_caches, waiting_gang_objects
 from mpi_operator.operator.capacity import (
     Change,
     NudgeSchedule,
@@ -107,7 +107,7 @@ def test_only_the_jobs_of_waiting_gangs_are_nudged() -> None:
     store.upsert(foreign)
 
     def waiting() -> list[dict[str, Any]]:
-        return waiting_pod_groups(caches, gang)
+        return waiting_gang_objects(caches, gang)
 
     assert gangs_to_nudge(Change("nodes", None, node()), waiting) == ["ns/a", "ns/c"]
     assert gangs_to_nudge(Change("pods", BOUND_POD, None), waiting) == ["ns/a", "ns/c"]

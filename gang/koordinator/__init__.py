@@ -1,0 +1,136 @@
+"""Koordinator's koord-scheduler, its gang given by annotations on the pods alone.
+
+koord-scheduler's Coscheduling plugin forms a gang from the first pod it sees carrying a gang
+name and keeps its parameters while any pod of it exists; no PodGroup (and no CRD) is needed.
+The scheduler reports only on the pods, through their ``PodScheduled`` condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from gang import ClusterResource, GangResource, GangState, Lookup, StoredGang
+from gang.members import gang_replica_types, gang_size, min_member, scheduling_policy
+from gang.pod_template import assign_to_gang
+from mpi_operator.api import constants as c
+from mpi_operator.api.cluster import ClusterFacts
+from mpi_operator.api.v2beta1 import MPIJob
+
+SCHEDULER_NAME: Final = "koord-scheduler"
+# Pod annotations of an annotation-only gang (koordinator's apis/extension/coscheduling.go).
+_PREFIX: Final = "gang.scheduling.koordinator.sh"
+NAME_ANNOTATION: Final = f"{_PREFIX}/name"
+MIN_AVAILABLE_ANNOTATION: Final = f"{_PREFIX}/min-available"
+TOTAL_NUMBER_ANNOTATION: Final = f"{_PREFIX}/total-number"
+MODE_ANNOTATION: Final = f"{_PREFIX}/mode"
+WAITING_TIME_ANNOTATION: Final = f"{_PREFIX}/waiting-time"
+# Strict: a member that cannot be placed sends the whole gang back, so no part of it holds
+# nodes while the rest waits.
+STRICT: Final = "Strict"
+UNSCHEDULABLE: Final = "Unschedulable"
+
+_REPLICA_TYPE_OF_ROLE: Final = {c.ROLE_LAUNCHER: c.LAUNCHER, c.ROLE_WORKER: c.WORKER}
+
+
+class KoordinatorScheduler:
+    """Gangs placed by koord-scheduler, declared on the pods: nothing to create or watch."""
+
+    @property
+    def scheduler_name(self) -> str:
+        return SCHEDULER_NAME
+
+    @property
+    def gang_resources(self) -> Sequence[GangResource]:
+        return ()
+
+    def gang_objects(self, job: MPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
+        return []
+
+    def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
+        if _replica_type(template.get("metadata")) not in (None, *gang_replica_types(job)):
+            # The launcher created once the workers run is placed alone.
+            return assign_to_gang(template, SCHEDULER_NAME)
+        return assign_to_gang(template, SCHEDULER_NAME, annotations=gang_annotations(job))
+
+    def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
+        return False
+
+    def updated_object(
+        self, current: Mapping[str, Any], desired: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        raise AssertionError("an annotation-only gang has no objects to update")
+
+    def gang_state(self, gang: StoredGang) -> GangState:
+        roles = gang_replica_types(gang.job)
+        members = sorted(
+            (pod for pod in gang.pods if _replica_type(pod.get("metadata")) in roles),
+            key=lambda pod: str(pod["metadata"].get("name", "")),
+        )
+        conditions = [_pod_scheduled(pod) for pod in members]
+        placed = sum(1 for condition in conditions if condition.get("status") == "True")
+        if placed and placed >= min_member(gang.job):
+            return GangState(
+                True, "PodsScheduled", "koord-scheduler placed at least min-available pods."
+            )
+        for condition in conditions:
+            if condition.get("status") == "False" and condition.get("reason") == UNSCHEDULABLE:
+                message = condition.get("message") or "koord-scheduler cannot place the gang yet."
+                return GangState(False, UNSCHEDULABLE, str(message))
+        return GangState(
+            None, "PodsNotScheduled", "koord-scheduler has not reported on the gang's pods yet."
+        )
+
+    @property
+    def watched_resources(self) -> Sequence[ClusterResource]:
+        return ()
+
+    def blocked(self, gang: StoredGang, lookup: Lookup) -> GangState | None:
+        return None
+
+    def inputs_of(self, gang_object: dict[str, Any]) -> Sequence[tuple[str, str]]:
+        return ()
+
+    def waits(self, gang_object: dict[str, Any]) -> bool:
+        return False
+
+    # No gang object to touch: when capacity appears, retrying is koord-scheduler's own work.
+    def capacity_nudge(self, stamp: str) -> dict[str, Any] | None:
+        return None
+
+
+def gang_name(job: MPIJob) -> str:
+    """The job's name and UID: koord-scheduler keeps a gang while any pod of it exists, so a
+    job recreated under the same name must not join the old job's gang."""
+    return f"{job.name}-{job.uid}" if job.uid else job.name
+
+
+def gang_annotations(job: MPIJob) -> dict[str, str]:
+    """The annotations every pod of the gang carries; koord-scheduler reads its first pod's."""
+    annotations = {
+        NAME_ANNOTATION: gang_name(job),
+        MIN_AVAILABLE_ANNOTATION: str(min_member(job)),
+        TOTAL_NUMBER_ANNOTATION: str(gang_size(job)),
+        MODE_ANNOTATION: STRICT,
+    }
+    timeout = scheduling_policy(job).schedule_timeout_seconds
+    if timeout:
+        # A Go duration; without it (or at 0) the scheduler's own default applies.
+        annotations[WAITING_TIME_ANNOTATION] = f"{timeout}s"
+    return annotations
+
+
+def _replica_type(metadata: object) -> str | None:
+    """The replica type a pod or template belongs to, by the operator's role label."""
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    role = labels.get(c.LABEL_JOB_ROLE) if isinstance(labels, Mapping) else None
+    return _REPLICA_TYPE_OF_ROLE.get(role) if isinstance(role, str) else None
+
+
+def _pod_scheduled(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = pod.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
+            return condition
+    return {}
