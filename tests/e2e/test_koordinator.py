@@ -4,17 +4,39 @@ all, and what the scheduler shows of a gang that waits."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
-from .clusters import E2ECluster, load_cluster_tool, sim_pod_spec, wait_until
+from mpi_operator.sdk import GangState, gang_state
+from mpi_operator.testing.wrappers import MPIJobWrapper
+
+from .clusters import SIM, E2ECluster, load_cluster_tool, sim_pod_spec, wait_until
+from .operator import (
+    CONDITION_GANG_SCHEDULED,
+    OperatorProcess,
+    condition,
+    create_mpijob,
+    finish_launcher,
+    get_mpijob,
+    operator_fixture,
+    pods_of,
+    settle,
+    sim_job,
+    wait_for_condition,
+)
 from .test_cluster_smoke import all_running, bound, describe_pods, pod_condition
+from .test_gang import Placements, turned_down_pod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.koordinator]
 
 GANG = "gang.scheduling.koordinator.sh/"
+ROLE_LABEL = "training.kubeflow.org/job-role"
+# How koord-scheduler turns down the members that waited for one that did not fit, in one form.
+REJECTED_WHOLE = "all pending pods is already been attempted"
 
 
 @pytest.fixture
@@ -169,3 +191,150 @@ def test_gang_binds_the_members_that_fit_once_min_available_of_them_do(
 
     wait_until(settled, 90, message=lambda: describe_pods(c, ns))
     assert len(bound(c, ns, names)) == binding, describe_pods(c, ns)
+
+
+# --- the operator: --gang-scheduling koord-scheduler ---------------------------------------
+
+koord_operator = operator_fixture("koordinator", name="koord_operator")
+
+
+@dataclass
+class Served:
+    """A namespace of the Koordinator cluster that the operator serves, and nodes of its own."""
+
+    cluster: E2ECluster
+    namespace: str
+    operator: OperatorProcess
+    node_factory: Callable[..., str]
+
+    def nodes(self, count: int) -> tuple[str, dict[str, str]]:
+        return own_nodes(self.cluster, self.node_factory, count, cpu="8")
+
+
+@pytest.fixture
+def served(
+    koord: tuple[E2ECluster, str],
+    node_factory: Callable[..., str],
+    koord_operator: OperatorProcess,
+) -> Served:
+    return Served(*koord, koord_operator, node_factory)
+
+
+def own_job(name: str, label: dict[str, str], workers: int, cpu: str) -> MPIJobWrapper:
+    """A job whose pods go only to this test's nodes; the launcher runs until released."""
+    job = (
+        sim_job(name, workers=workers)
+        .workers(workers, cpu=cpu)
+        .template_annotation("Launcher", SIM + "hold", "true")
+    )
+    for role in ("Launcher", "Worker"):
+        job.pod_spec_field(role, "nodeSelector", label)
+    return job
+
+
+def failed_scheduling(c: E2ECluster, namespace: str) -> int:
+    """How often koord-scheduler turned a pod of the namespace down (event series included)."""
+    return sum(
+        (event.series.count if event.series else event.count or 1)
+        for event in c.core.list_namespaced_event(namespace).items
+        if event.reason == "FailedScheduling"
+    )
+
+
+def test_an_mpijob_too_big_binds_no_pod_says_why_and_runs_once_two_nodes_are_added(
+    served: Served,
+) -> None:
+    """4 workers of 4.5 cpu and a launcher need four 8-cpu nodes; two exist."""
+    c, ns, operator = served.cluster, served.namespace, served.operator
+    tag, label = served.nodes(2)
+    create_mpijob(c, ns, own_job("big", label, 4, "4500m").obj())
+    placements = Placements(c, ns, {"big": 5})
+
+    def turned_down_whole() -> GangState | None:
+        assert placements.bound("big") == 0, describe_pods(c, ns)
+        pods = pods_of(c, ns, "big")
+        if len(pods) < 5 or not all(turned_down_pod(p) for p in pods):
+            return None
+        state = gang_state(c.jobs.get("big", namespace=ns))
+        return state if state and state.reason == "Unschedulable" else None
+
+    state = wait_until(turned_down_whole, 90, message=lambda: describe_pods(c, ns))
+    assert not state.scheduled, state
+    # The scheduler's own words from one of the pods (which it rewrites on each retry).
+    assert "Insufficient cpu" in state.message or REJECTED_WHOLE in state.message, state
+    running = condition(get_mpijob(c, ns, "big"), "Running")
+    assert running is None or running["status"] == "False", running
+
+    for i in range(2, 4):
+        served.node_factory(c, f"koord-{tag}-{i}", cpu="8", memory="32Gi", labels=label)
+    ready = time.monotonic()
+    # Nothing touches the gang: a node add requeues it.
+    wait_until(lambda: placements.placed("big"), 90, message=lambda: describe_pods(c, ns))
+    print(
+        f"\nkoordinator: gang bound {time.monotonic() - ready:.1f} s after the 4th node was Ready"
+    )
+    wait_for_condition(c, ns, "big", "Running", operator=operator)
+    scheduled = wait_for_condition(c, ns, "big", CONDITION_GANG_SCHEDULED, operator=operator)
+    assert condition(scheduled, CONDITION_GANG_SCHEDULED)["status"] == "True"  # type: ignore[index]
+    finish_launcher(c, ns, "big")
+    wait_for_condition(c, ns, "big", "Succeeded", operator=operator)
+    placements.assert_never_half_placed()
+
+
+def test_min_available_below_the_pod_count_starts_the_mpijob_with_what_fits(
+    served: Served,
+) -> None:
+    """Room for the launcher and two of four 6-cpu workers: exactly minAvailable pods."""
+    c, ns, operator = served.cluster, served.namespace, served.operator
+    _, label = served.nodes(2)
+    job = own_job("elastic", label, 4, "6").scheduling_policy(minAvailable=3)
+    create_mpijob(c, ns, job.obj())
+    placements = Placements(c, ns, {"elastic": 5})
+    wait_until(lambda: placements.bound("elastic") == 3, 90, message=lambda: describe_pods(c, ns))
+    wait_for_condition(c, ns, "elastic", CONDITION_GANG_SCHEDULED, operator=operator)
+    settle(2)
+    pods = pods_of(c, ns, "elastic")
+    roles = sorted(p.metadata.labels[ROLE_LABEL] for p in pods if p.spec.node_name)
+    assert roles == ["launcher", "worker", "worker"], describe_pods(c, ns)
+    waiting = [p for p in pods if not p.spec.node_name]
+    assert len(waiting) == 2 and all(turned_down_pod(p) for p in waiting), describe_pods(c, ns)
+    finish_launcher(c, ns, "elastic")
+    wait_for_condition(c, ns, "elastic", "Succeeded", operator=operator)
+
+
+def test_schedule_timeout_is_the_gangs_waiting_time_and_a_turned_down_gang_is_retried(
+    served: Served,
+) -> None:
+    """scheduleTimeoutSeconds becomes the gang's waiting time, as the scheduler logs it.
+    koord-scheduler v1.7.0 turns a gang down as soon as each of its pending pods has been
+    tried, without waiting that long, and tries it again later: the turned-down gang is
+    retried while it still does not fit, and no pod of it ever binds."""
+    c, ns = served.cluster, served.namespace
+    _, label = served.nodes(1)
+    job = own_job("patient", label, 2, "6").scheduling_policy(scheduleTimeoutSeconds=7)
+    create_mpijob(c, ns, job.obj())
+    placements = Placements(c, ns, {"patient": 3})
+
+    def gang_name() -> str | None:
+        pods = pods_of(c, ns, "patient")
+        names = {(p.metadata.annotations or {}).get(GANG + "name") for p in pods}
+        return names.pop() if len(pods) == 3 and len(names) == 1 else None
+
+    gang = wait_until(gang_name, 60, message=lambda: describe_pods(c, ns))
+    assert all(
+        p.metadata.annotations[GANG + "waiting-time"] == "7s" for p in pods_of(c, ns, "patient")
+    )
+    wait_until(
+        lambda: "waitTime: 7s," in gang_read_by_scheduler(c, ns, gang),
+        30,
+        message=lambda: gang_read_by_scheduler(c, ns, gang) or "the scheduler to see the gang",
+    )
+
+    def retried() -> bool:
+        assert placements.bound("patient") == 0, describe_pods(c, ns)
+        # Three pods, each turned down at least twice: the gang was tried again.
+        return failed_scheduling(c, ns) >= 6
+
+    wait_until(retried, 120, message=lambda: describe_pods(c, ns))
+    state = gang_state(c.jobs.get("patient", namespace=ns))
+    assert state is not None and not state.scheduled, state
