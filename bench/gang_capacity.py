@@ -10,8 +10,9 @@ every pod of the gang being bound, or ``--limit`` if it never is. Nothing touche
 
 Modes: ``volcano`` (the operator as shipped, with Volcano), ``coscheduling`` (as shipped, with the
 coscheduling plugin: it nudges the gang) and ``coscheduling-unnudged`` (the same, under a role
-without nodes: the operator cannot see nodes come, so nothing nudges the gang). Prints one JSON
-document; nothing is asserted.
+without nodes: the operator cannot see nodes come, so nothing nudges the gang) and ``koordinator``
+(as shipped, with koord-scheduler, which a node add wakes). Prints one JSON document; nothing is
+asserted.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ MODES = {
     "volcano": ("volcano", ()),
     "coscheduling": ("scheduler-plugins", ()),
     "coscheduling-unnudged": ("scheduler-plugins", ("nodes",)),
+    "koordinator": ("koordinator", ()),
 }
 WORKERS = 4
 POLL = 0.2

@@ -1,6 +1,7 @@
 """The whole story on one machine: a local cluster, the CRD, the operator, pi computed for real.
 
-    python hack/demo.py [--scheduler default|volcano|scheduler-plugins] [--name N] [--keep]
+    python hack/demo.py [--scheduler default|volcano|scheduler-plugins|koordinator]
+                        [--name N] [--keep]
 
 Brings up a local cluster whose nodes are real (a kubelet and containerd each, the images
 imported; everything is built first if needed), installs the MPIJob CRD, starts the operator
@@ -39,6 +40,7 @@ GANG_FLAGS = {
     "default": "",
     "volcano": "volcano",
     "scheduler-plugins": "scheduler-plugins-scheduler",
+    "koordinator": "koord-scheduler",
 }
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 NAMESPACE = "default"

@@ -2,7 +2,7 @@
 # top-level Makefile, which defines PY (the project's virtualenv python).
 #
 #   make cluster-build
-#   make cluster-up SCHEDULER=default|volcano|scheduler-plugins \
+#   make cluster-up SCHEDULER=default|volcano|scheduler-plugins|koordinator \
 #        [NAME=mpi-volcano] [NODES=2] [NODE_CPU=8] [NODE_MEMORY=32Gi] [NODE_GPU=0] \
 #        [REAL_NODES=0] [KUEUE=1]
 #   make cluster-down [SCHEDULER=...|NAME=...]   (no argument: every local cluster)

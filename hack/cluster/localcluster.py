@@ -4,12 +4,13 @@
 A real control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler) started by kwokctl's binary runtime from binaries that
 build.sh compiled from pinned Go modules, fake nodes and pods simulated by
-kwok, and optionally a gang scheduler: Volcano or the scheduler-plugins
-Coscheduling scheduler running as a second scheduler. Everything listens on
+kwok, and optionally a gang scheduler: Volcano, or the scheduler-plugins
+Coscheduling scheduler or Koordinator's koord-scheduler running as a second
+scheduler. Everything listens on
 127.0.0.1. CRDs and upstream default configs are read from the pinned modules
 in the Go module cache, never copied into the repository.
 
-    localcluster.py up [--scheduler default|volcano|scheduler-plugins] [--name N]
+    localcluster.py up [--scheduler default|volcano|scheduler-plugins|koordinator] [--name N]
                        [--nodes 2] [--node-cpu 8] [--node-memory 32Gi] [--node-gpu 0]
                        [--real-nodes 0] [--images-dir DIR]
                        [--kueue [--kueue-pods-ready-timeout SECONDS]]
@@ -51,6 +52,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import koordinator
 import kueue
 import realnodes
 import yaml
@@ -61,12 +63,13 @@ MPIJOB_CRD = HERE.parent.parent / "crds" / "kubeflow.org_mpijobs.yaml"
 IMAGES_TOOL = HERE.parent / "images" / "build.py"
 # A directory of image tarballs to import instead of what IMAGES_TOOL builds.
 IMAGES_DIR_ENV = "MPI_OPERATOR_IMAGES_DIR"
-SCHEDULERS = ("default", "volcano", "scheduler-plugins")
+SCHEDULERS = ("default", "volcano", "scheduler-plugins", "koordinator")
 # Scheduler names pods use to opt into a gang scheduler.
 SCHEDULER_NAMES = {
     "default": "default-scheduler",
     "volcano": "volcano",
     "scheduler-plugins": "scheduler-plugins-scheduler",
+    "koordinator": koordinator.SCHEDULER_NAME,
 }
 NODE_PREFIX = "kwok-node-"
 DEFAULT_NODES = 2
@@ -126,17 +129,28 @@ def bin_dir(build: bool = True, real_nodes: bool = False) -> Path:
     return path
 
 
-def kueue_dir(build: bool = True) -> Path:
-    """Kueue's binary and manifests (build-kueue.sh), built first if missing."""
-    script = HERE / "build-kueue.sh"
+def tool_dir(script_name: str, what: str, cold_cost: str, build: bool) -> Path:
+    """The cache directory a build script fills (a Go tool and its manifests), built first
+    if missing."""
+    script = HERE / script_name
     path = Path(subprocess.check_output(["bash", str(script), "--print"], text=True).strip())
     if (path / ".complete").is_file():
         return path
     if not build:
-        raise ClusterError(f"Kueue is not built in {path}; run `bash {script}`")
-    log(f"Kueue missing in {path}; building (a cold build takes about 5 minutes)")
+        raise ClusterError(f"{what} is not built in {path}; run `bash {script}`")
+    log(f"{what} missing in {path}; building (a cold build takes {cold_cost})")
     subprocess.run(["bash", str(script)], check=True, stdout=sys.stderr)
     return path
+
+
+def kueue_dir(build: bool = True) -> Path:
+    """Kueue's binary and manifests (build-kueue.sh)."""
+    return tool_dir("build-kueue.sh", "Kueue", "about 5 minutes", build)
+
+
+def koordinator_dir(build: bool = True) -> Path:
+    """koord-scheduler and Koordinator's CRDs (build-koordinator.sh)."""
+    return tool_dir("build-koordinator.sh", "koord-scheduler", "about 7 minutes", build)
 
 
 def module_dirs(bins: Path) -> dict[str, Path]:
@@ -708,6 +722,20 @@ def start_volcano(cluster: Cluster, mods: dict[str, Path]) -> None:
     )
 
 
+def start_koordinator(cluster: Cluster, directory: Path) -> None:
+    """koord-scheduler beside kube-scheduler, with Koordinator's gang plugin only (see
+    koordinator.py)."""
+    apply_crds(cluster, koordinator.crd_paths(directory))
+    config = cluster.dir / "koord-scheduler-config.yaml"
+    config.write_text(yaml.safe_dump(koordinator.configuration(cluster.kubeconfig)))
+    port = free_port()
+    cluster.spawn(
+        "koord-scheduler",
+        koordinator.command(directory / "bin" / "koord-scheduler", config, port),
+    )
+    cluster.wait_healthy("koord-scheduler", f"http://127.0.0.1:{port}/healthz", timeout=90)
+
+
 # --- admission ---------------------------------------------------------------
 
 
@@ -945,6 +973,7 @@ def up(
         images = Path(os.environ[IMAGES_DIR_ENV])
     tarballs = image_tarballs(images) if real_nodes else []
     kueue_home = kueue_dir(build) if with_kueue else None
+    koordinator_home = koordinator_dir(build) if scheduler == "koordinator" else None
     mods = module_dirs(bins)
     vers = versions(bins)
 
@@ -1017,6 +1046,8 @@ def up(
             start_scheduler_plugins(cluster, mods)
         elif scheduler == "volcano":
             start_volcano(cluster, mods)
+        elif koordinator_home is not None:
+            start_koordinator(cluster, koordinator_home)
         if kueue_home is not None:
             start_kueue(cluster, kueue_home, kueue_pods_ready_timeout)
 

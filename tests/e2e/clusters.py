@@ -45,11 +45,12 @@ from mpi_operator.sdk import MPIJobClient
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_TOOL = REPO / "hack" / "cluster" / "localcluster.py"
 
-FLAVOURS = ("default", "volcano", "scheduler-plugins")
+FLAVOURS = ("default", "volcano", "scheduler-plugins", "koordinator")
 SCHEDULER_NAMES = {
     "default": "default-scheduler",
     "volcano": "volcano",
     "scheduler-plugins": "scheduler-plugins-scheduler",
+    "koordinator": "koord-scheduler",
 }
 # Whether Kueue is installed.
 KUEUE_CRD = "clusterqueues.kueue.x-k8s.io"
@@ -60,11 +61,13 @@ KUEUE_PODS_READY_TIMEOUT = 20
 FLAVOUR_CRDS = {
     "volcano": "podgroups.scheduling.volcano.sh",
     "scheduler-plugins": "podgroups.scheduling.x-k8s.io",
+    "koordinator": "reservations.scheduling.koordinator.sh",
 }
 SIM = "sim.mpi-operator.dev/"
 # Parameters that run a test on one gang flavour, marked so `-m volcano` selects it.
 VOLCANO = pytest.param("volcano", id="volcano", marks=pytest.mark.volcano)
 COSCHEDULING = pytest.param("scheduler-plugins", id="coscheduling", marks=pytest.mark.coscheduling)
+KOORDINATOR = pytest.param("koordinator", id="koordinator", marks=pytest.mark.koordinator)
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 UP_TIMEOUT = float(os.environ.get("E2E_CLUSTER_UP_TIMEOUT", "600"))
 
@@ -476,6 +479,8 @@ class ClusterProvider:
         for tool in ("kind", "kubectl"):
             if shutil.which(tool) is None:
                 pytest.skip(f"E2E_PROVIDER=kind needs `{tool}` on PATH")
+        if flavour != "default" and flavour not in KIND_INSTALLERS:
+            pytest.skip(f"E2E_PROVIDER=kind has no installer for {flavour}")
         name = f"mpi-e2e-{flavour}"
         kubeconfig = str(Path(os.environ.get("TMPDIR", "/tmp")) / f"kubeconfig-{name}")
         subprocess.run(

@@ -35,6 +35,7 @@ GANG_FLAGS = {
     "default": "",
     "volcano": "volcano",
     "scheduler-plugins": "scheduler-plugins-scheduler",
+    "koordinator": "koord-scheduler",
 }
 
 

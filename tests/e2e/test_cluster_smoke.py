@@ -14,6 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .clusters import (
     COSCHEDULING,
+    KOORDINATOR,
     VOLCANO,
     ClusterProvider,
     E2ECluster,
@@ -25,7 +26,7 @@ from .clusters import (
 
 pytestmark = pytest.mark.e2e
 
-FLAVOURS = [pytest.param("default", id="default"), VOLCANO, COSCHEDULING]
+FLAVOURS = [pytest.param("default", id="default"), VOLCANO, COSCHEDULING, KOORDINATOR]
 
 VOLCANO_PG = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 COSCHED_PG = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")

@@ -1,0 +1,77 @@
+"""Koordinator's scheduler (koord-scheduler) in the local cluster, as a second scheduler.
+
+koord-scheduler is kube-scheduler with Koordinator's plugins compiled in. Only its gang
+plugin (Coscheduling) is turned on here; every other Koordinator plugin needs the node agent
+(koordlet) or the manager's CRDs, which the local cluster does not run. Its informers still
+watch three kinds whatever the profile says (found by running it: without their CRDs it
+keeps failing to list them), so those CRDs are installed from the pinned module
+(build-koordinator.sh copies them into its cache) and nothing else of Koordinator.
+
+The scheduler serves plain HTTP (healthz, metrics, its debug services) on 127.0.0.1; the
+secure port is off.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+SCHEDULER_NAME = "koord-scheduler"
+PLUGIN = "Coscheduling"
+# The CRD files (under the module's config/crd/bases) of the kinds koord-scheduler's
+# informers list at start: the scheduler-plugins PodGroup it shares, Reservation and Device.
+CRD_FILES = (
+    "scheduling.sigs.k8s.io_podgroups.yaml",
+    "scheduling.koordinator.sh_reservations.yaml",
+    "scheduling.koordinator.sh_devices.yaml",
+)
+LOOPBACK = "127.0.0.1"
+
+
+def configuration(kubeconfig: str) -> dict[str, Any]:
+    """A KubeSchedulerConfiguration with one profile, ``koord-scheduler``: the default
+    plugins plus Coscheduling at every extension point Koordinator's own deployment enables
+    it at. No leader election, so a restarted scheduler takes over at once."""
+    enabled = {"enabled": [{"name": PLUGIN}]}
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": kubeconfig},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": SCHEDULER_NAME,
+                "plugins": {
+                    "preEnqueue": enabled,
+                    "preFilter": enabled,
+                    # Coscheduling's PostFilter rejects the whole gang when one member does
+                    # not fit; it runs before preemption, as in Koordinator's deployment.
+                    "postFilter": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [{"name": PLUGIN}, {"name": "DefaultPreemption"}],
+                    },
+                    "reserve": enabled,
+                    "permit": enabled,
+                    "postBind": enabled,
+                },
+            }
+        ],
+    }
+
+
+def command(binary: Path, config: Path, http_port: int) -> list[str]:
+    """koord-scheduler's command line: plain HTTP on loopback at ``http_port`` (its
+    deprecated --address/--port pair, which otherwise binds 0.0.0.0:10251), no secure port."""
+    return [
+        str(binary),
+        f"--config={config}",
+        f"--address={LOOPBACK}",
+        f"--port={http_port}",
+        "--secure-port=0",
+        "-v=2",
+    ]
+
+
+def crd_paths(directory: Path) -> list[Path]:
+    """The CRDs to install, from build-koordinator.sh's cache ``directory``."""
+    return [directory / "crd" / name for name in CRD_FILES]
