@@ -51,6 +51,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -388,6 +389,21 @@ class Cluster:
                 return running
             time.sleep(2)
 
+    def submit_jobs(self, namespace: str, names: list[str], workers: int) -> dict[str, float]:
+        """Create the MPIJobs as fast as the API server takes them (8 threads); when each was
+        sent (monotonic), by name."""
+        submitted: dict[str, float] = {}
+
+        def submit(name: str) -> None:
+            manifest = create_jobs.job_manifest(name, workers)
+            manifest["metadata"]["namespace"] = namespace
+            submitted[name] = time.monotonic()
+            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, manifest)
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(submit, names))
+        return submitted
+
     def delete_lease(self, namespace: str) -> None:
         try:
             self.coordination.delete_namespaced_lease(LEASE_NAME, namespace)
@@ -438,6 +454,24 @@ def watch_children(
     return seen, started, done
 
 
+@contextmanager
+def audited_cluster(name: str, nodes: int, work: Path) -> Iterator[tuple[Cluster, AuditLog]]:
+    """A fresh local cluster logging the operators' requests, the MPIJob CRD installed and the
+    operators' identity made (its kubeconfig in ``work``); brought down on exit."""
+    policy = work / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(audit_policy()))
+    info = localcluster.up(
+        name=name, nodes=nodes, node_cpu="64", node_memory="256Gi", audit_policy=policy
+    )
+    try:
+        create_jobs.install_crd(str(info.kubeconfig))
+        cluster = Cluster(str(info.kubeconfig), work)
+        cluster.make_operator_identity()
+        yield cluster, AuditLog(localcluster.audit_log(name))
+    finally:
+        localcluster.down(name)
+
+
 # --- one phase ----------------------------------------------------------------------------
 
 
@@ -480,19 +514,8 @@ def run_phase(
             cluster.batch.list_namespaced_job, namespace, names, "-launcher", args.timeout
         )
         watching.wait(60)
-        submitted: dict[str, float] = {}
-
-        def submit(name: str) -> None:
-            manifest = create_jobs.job_manifest(name, args.workers)
-            manifest["metadata"]["namespace"] = namespace
-            submitted[name] = time.monotonic()
-            cluster.custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, manifest
-            )
-
         start = time.monotonic()
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(submit, names))
+        submitted = cluster.submit_jobs(namespace, names, args.workers)
         done.wait(args.timeout)
         finished = [n for n in names if n in launched]
         # Quiet is not enough: upstream's rate-limited queue can hold syncs back for longer.
@@ -732,14 +755,19 @@ def built(script: Path) -> Path:
     return Path(run.stdout.strip())
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=60)
+def add_job_and_operator_flags(parser: argparse.ArgumentParser) -> None:
+    """Workers per job and the flags both operators get (default: upstream's defaults)."""
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each operator")
     parser.add_argument("--threadiness", type=int, default=2)
     parser.add_argument("--kube-api-qps", type=int, default=5)
     parser.add_argument("--kube-api-burst", type=int, default=10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each operator")
+    add_job_and_operator_flags(parser)
     parser.add_argument(
         "--controller-queue-rate-limit",
         type=float,
@@ -777,23 +805,10 @@ def main() -> int:
     )
     args.work = Path(tempfile.mkdtemp(prefix="side-by-side-"))
     print(f"operator logs and the audit policy in {args.work}", file=sys.stderr)
-    policy = args.work / "audit-policy.yaml"
-    policy.write_text(yaml.safe_dump(audit_policy()))
     nodes = args.jobs * (args.workers + 1) // 100 + 2
-    info = localcluster.up(
-        name=args.cluster_name,
-        nodes=nodes,
-        node_cpu="64",
-        node_memory="256Gi",
-        audit_policy=policy,
-    )
     phases: list[dict[str, Any]] = []
     ceiling: list[dict[str, Any]] = []
-    try:
-        create_jobs.install_crd(str(info.kubeconfig))
-        cluster = Cluster(str(info.kubeconfig), args.work)
-        cluster.make_operator_identity()
-        audit = AuditLog(localcluster.audit_log(args.cluster_name))
+    with audited_cluster(args.cluster_name, nodes, args.work) as (cluster, audit):
         commands: dict[str, Callable[[str], list[str]]] = {
             "ours": lambda ns: ours_command(cluster.operator_kubeconfig, ns, flags),
             "upstream": lambda ns: upstream_command(binary, cluster.operator_kubeconfig, ns, flags),
@@ -808,8 +823,6 @@ def main() -> int:
                 phases.append(phase)
         for clients in args.ceiling_clients:
             ceiling.append(raw_ceiling(cluster, ceiling_binary, clients, args))
-    finally:
-        localcluster.down(args.cluster_name)
     report = {
         "flags": flags.common("<namespace>"),
         "jobs": args.jobs,
