@@ -2,6 +2,7 @@
 
     python bench/side_by_side.py [--jobs 60] [--workers 2] [--rounds 2] [--threadiness 2]
         [--kube-api-qps 5] [--kube-api-burst 10] [--upstream-binary PATH] [--out FILE]
+        [--operators ours upstream] [--no-restart]
 
 One fresh local cluster (bench/create_jobs.py's, with an audit policy) serves every phase.
 A round runs each operator once, alone, in a namespace of its own (the order alternates between
@@ -18,9 +19,9 @@ ServiceAccount (bound to cluster-admin). A phase:
    from /proc (CPU per job: the CPU spent from just before the first job to then, over N), and
    counts its requests since its start in the API server's audit log: writes and reads per job
    (Lease requests left out: they depend on time, not on jobs), 409 answers per job;
-4. stops the operator, deletes every job's ConfigMap, and starts it again: the resync time is
-   from the new process's start until all N ConfigMaps exist again (only a sync of each job
-   brings its ConfigMap back);
+4. (unless ``--no-restart``) stops the operator, deletes every job's ConfigMap, and starts it
+   again: the resync time is from the new process's start until all N ConfigMaps exist again
+   (only a sync of each job brings its ConfigMap back);
 5. deletes the namespace and waits until it is gone.
 
 The raw ceiling follows the rounds: a plain client (no operator; bench/ceiling, client-go with no
@@ -523,28 +524,10 @@ def run_phase(
         # From the process's start: its initial lists and watches are part of the cost.
         jobs_requests, cpu, rss = settled_usage(operator, audit, offset_start, args.settle_timeout)
         operator.stop()
-
-        # Restart over the N jobs: each one's ConfigMap comes back only through its sync.
-        with ThreadPoolExecutor(16) as pool:
-            list(
-                pool.map(
-                    lambda n: cluster.core.delete_namespaced_config_map(f"{n}-config", namespace),
-                    names,
-                )
-            )
-        cluster.delete_lease(namespace)
-        time.sleep(1)
-        recreated, watching, resynced = watch_children(
-            cluster.core.list_namespaced_config_map, namespace, names, "-config", args.timeout
-        )
-        watching.wait(60)
-        offset_restart = audit.offset()
-        operator = Operator(label, command(namespace), log_path)
-        restart_ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
-        resynced.wait(args.timeout)
-        resync_done = [n for n in names if n in recreated]
-        restart_requests, restart_cpu, restart_rss = settled_usage(
-            operator, audit, offset_restart, args.settle_timeout
+        restarted = (
+            restart_without_configmaps(label, command, namespace, cluster, audit, args)
+            if args.restart
+            else {}
         )
     finally:
         operator.stop()
@@ -575,10 +558,50 @@ def run_phase(
         "cpu_ms_per_job": 1000 * (cpu - cpu_at_ready) / count,
         "peak_rss_mib": rss,
         "start_to_ready_s": start_to_ready,
+        **restarted,
+    }
+
+
+def restart_without_configmaps(
+    label: str,
+    command: Callable[[str], list[str]],
+    namespace: str,
+    cluster: Cluster,
+    audit: AuditLog,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Every job's ConfigMap deleted, the operator started again over the N jobs: each
+    ConfigMap comes back only through its job's sync."""
+    names = job_names(args.jobs)
+    with ThreadPoolExecutor(16) as pool:
+        list(
+            pool.map(
+                lambda n: cluster.core.delete_namespaced_config_map(f"{n}-config", namespace),
+                names,
+            )
+        )
+    cluster.delete_lease(namespace)
+    time.sleep(1)
+    recreated, watching, resynced = watch_children(
+        cluster.core.list_namespaced_config_map, namespace, names, "-config", args.timeout
+    )
+    watching.wait(60)
+    offset_restart = audit.offset()
+    operator = Operator(label, command(namespace), args.work / f"{namespace}.log")
+    try:
+        restart_ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
+        resynced.wait(args.timeout)
+        resync_done = [n for n in names if n in recreated]
+        restart_requests, restart_cpu, restart_rss = settled_usage(
+            operator, audit, offset_restart, args.settle_timeout
+        )
+    finally:
+        operator.stop()
+    return {
         "restart_start_to_ready_s": restart_ready_at - operator.started,
         "resync_s": (
             max(recreated[n] for n in resync_done) - operator.started_monotonic
-            if len(resync_done) == count
+            if len(resync_done) == len(names)
             else float("nan")
         ),
         "resynced_jobs": len(resync_done),
@@ -665,7 +688,9 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 
 
 def mean(phases: list[dict[str, Any]], key: str) -> float:
-    return statistics.fmean(p[key] for p in phases)
+    """Over the phases that measured ``key`` (NaN when none did)."""
+    values = [p[key] for p in phases if key in p]
+    return statistics.fmean(values) if values else float("nan")
 
 
 def table(phases: list[dict[str, Any]], ceiling: list[dict[str, Any]], writes: float) -> str:
@@ -697,8 +722,13 @@ def writes_table(phases: list[dict[str, Any]]) -> str:
     lines = ["| write | ours | upstream |", "|---|---|---|"]
     for kind in kinds:
         row = [
-            statistics.fmean(
-                p["writes_by_kind_per_job"].get(kind, 0.0) for p in phases if p["operator"] == who
+            mean(
+                [
+                    {"writes": p["writes_by_kind_per_job"].get(kind, 0.0)}
+                    for p in phases
+                    if p["operator"] == who
+                ],
+                "writes",
             )
             for who in ("ours", "upstream")
         ]
@@ -719,7 +749,10 @@ def check(phases: list[dict[str, Any]]) -> list[str]:
                 f"{p['jobs_with_all_children']} of {p['jobs']} jobs done",
                 p["jobs_with_all_children"] < p["jobs"],
             ),
-            (f"{p['resynced_jobs']} of {p['jobs']} jobs resynced", p["resynced_jobs"] < p["jobs"]),
+            (
+                f"{p.get('resynced_jobs')} of {p['jobs']} jobs resynced",
+                p.get("resynced_jobs", p["jobs"]) < p["jobs"],
+            ),
             (f"{p['jobs_running']} of {p['jobs']} jobs running", p["jobs_running"] < p["jobs"]),
         )
         if bad
@@ -731,7 +764,7 @@ def check(phases: list[dict[str, Any]]) -> list[str]:
     if conflicts > limits["max_conflicts_per_job"]:
         breaches.append(f"409s per job {conflicts:.2f} > {limits['max_conflicts_per_job']}")
     ratio = mean(ours, "jobs_per_second") / mean(upstream, "jobs_per_second")
-    if ratio < limits["min_jobs_per_second_ratio"]:
+    if upstream and ratio < limits["min_jobs_per_second_ratio"]:
         breaches.append(f"jobs/s {ratio:.2f}x upstream's < {limits['min_jobs_per_second_ratio']}x")
     return breaches
 
@@ -786,6 +819,15 @@ def main() -> int:
         type=Path,
         help="upstream's mpi-operator binary (default: bench/build-upstream.sh builds it)",
     )
+    parser.add_argument(
+        "--operators", nargs="+", choices=["ours", "upstream"], default=["ours", "upstream"]
+    )
+    parser.add_argument(
+        "--restart",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure a restart after deleting every job's ConfigMap (step 4)",
+    )
     parser.add_argument("--cluster-name", default="side-by-side")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--ready-timeout", type=float, default=120)
@@ -814,7 +856,7 @@ def main() -> int:
             "upstream": lambda ns: upstream_command(binary, cluster.operator_kubeconfig, ns, flags),
         }
         for round_number in range(args.rounds):
-            order = ["ours", "upstream"] if round_number % 2 == 0 else ["upstream", "ours"]
+            order = args.operators if round_number % 2 == 0 else args.operators[::-1]
             for label in order:
                 phase = run_phase(
                     label, commands[label], f"{label}-{round_number}", cluster, audit, args
