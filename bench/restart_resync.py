@@ -25,7 +25,8 @@ jobs, each operator's in a namespace of its own:
    start from the audit log (by verb and resource, Lease requests apart), its CPU seconds, its
    peak RSS (VmHWM) and its RSS then (VmRSS), and stop it.
 
-Exits 1 when this operator wrote anything during a resync or did not resync every job.
+Exits 1 when this operator breaks the ``restart_resync`` limits of bench/thresholds.yaml (writes
+during a resync; seconds to resync per 1,000 jobs) or did not resync every job.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from typing import Any
 
 import create_jobs
 import side_by_side
+import yaml
 from memory_trace import vm_mib
 from side_by_side import AuditLog, Cluster, Flags, Operator
 
@@ -229,6 +231,8 @@ def requests_table(restarts: list[dict[str, Any]]) -> str:
 
 
 def check(setup: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> list[str]:
+    """Breaches of bench/thresholds.yaml's ``restart_resync`` limits (ours, every round)."""
+    limits = yaml.safe_load(create_jobs.THRESHOLDS.read_text())["restart_resync"]
     breaches = [
         f"{s['operator']}: {s['jobs_running']} of {s['jobs']} jobs running"
         for s in setup
@@ -237,8 +241,16 @@ def check(setup: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> list[s
     for r in restarts:
         if r["synced_jobs"] < r["jobs"]:
             breaches.append(f"{r['operator']} round {r['round']}: {r['synced_jobs']} synced")
-        if r["operator"] == "ours" and r["writes"]:
+        if r["operator"] != "ours":
+            continue
+        if r["writes"] > limits["max_writes"]:
             breaches.append(f"ours round {r['round']} wrote during a resync: {r['writes_by_kind']}")
+        per_1000 = 1000 * r["start_to_resynced_s"] / r["jobs"]
+        if not per_1000 <= limits["max_resync_seconds_per_1000_jobs"]:
+            breaches.append(
+                f"ours round {r['round']}: {per_1000:.1f} s per 1,000 jobs to resync > "
+                f"{limits['max_resync_seconds_per_1000_jobs']}"
+            )
     return breaches
 
 
