@@ -144,18 +144,32 @@ def is_job_write(event: dict[str, Any]) -> bool:
 
 
 class AuditLog:
+    """The API server's audit log as one stream of bytes: the API server rotates the file at
+    100 MB (renamed to ``audit-<time>.log``, oldest first by name), so an offset counts the
+    rotated files' bytes before the current one's."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    def _files(self) -> list[tuple[Path, int]]:
+        rotated = sorted(self.path.parent.glob(f"{self.path.stem}-*{self.path.suffix}"))
+        return [(f, f.stat().st_size) for f in [*rotated, self.path] if f.exists()]
+
     def offset(self) -> int:
-        return self.path.stat().st_size if self.path.exists() else 0
+        return sum(size for _, size in self._files())
 
     def events(self, start: int, end: int | None = None) -> Iterator[dict[str, Any]]:
         """Whole lines from ``start`` up to ``end`` (default: what is there now)."""
-        with self.path.open("rb") as log:
-            log.seek(start)
-            data = log.read() if end is None else log.read(end - start)
-        for line in data.splitlines():
+        chunks = []
+        base = 0
+        for path, size in self._files():
+            low, high = max(start - base, 0), size if end is None else min(end - base, size)
+            if high > low:
+                with path.open("rb") as log:
+                    log.seek(low)
+                    chunks.append(log.read(high - low))
+            base += size
+        for line in b"".join(chunks).splitlines():
             if line.strip():
                 event = json.loads(line)
                 if (event.get("user") or {}).get("username") == SA_USER:
