@@ -2,6 +2,7 @@
 
     python bench/side_by_side.py [--jobs 60] [--workers 2] [--rounds 2] [--threadiness 2]
         [--kube-api-qps 5] [--kube-api-burst 10] [--upstream-binary PATH] [--out FILE]
+        [--operators ours upstream] [--no-restart]
 
 One fresh local cluster (bench/create_jobs.py's, with an audit policy) serves every phase.
 A round runs each operator once, alone, in a namespace of its own (the order alternates between
@@ -18,9 +19,9 @@ ServiceAccount (bound to cluster-admin). A phase:
    from /proc (CPU per job: the CPU spent from just before the first job to then, over N), and
    counts its requests since its start in the API server's audit log: writes and reads per job
    (Lease requests left out: they depend on time, not on jobs), 409 answers per job;
-4. stops the operator, deletes every job's ConfigMap, and starts it again: the resync time is
-   from the new process's start until all N ConfigMaps exist again (only a sync of each job
-   brings its ConfigMap back);
+4. (unless ``--no-restart``) stops the operator, deletes every job's ConfigMap, and starts it
+   again: the resync time is from the new process's start until all N ConfigMaps exist again
+   (only a sync of each job brings its ConfigMap back);
 5. deletes the namespace and waits until it is gone.
 
 The raw ceiling follows the rounds: a plain client (no operator; bench/ceiling, client-go with no
@@ -51,6 +52,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -142,18 +144,32 @@ def is_job_write(event: dict[str, Any]) -> bool:
 
 
 class AuditLog:
+    """The API server's audit log as one stream of bytes: the API server rotates the file at
+    100 MB (renamed to ``audit-<time>.log``, oldest first by name), so an offset counts the
+    rotated files' bytes before the current one's."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    def _files(self) -> list[tuple[Path, int]]:
+        rotated = sorted(self.path.parent.glob(f"{self.path.stem}-*{self.path.suffix}"))
+        return [(f, f.stat().st_size) for f in [*rotated, self.path] if f.exists()]
+
     def offset(self) -> int:
-        return self.path.stat().st_size if self.path.exists() else 0
+        return sum(size for _, size in self._files())
 
     def events(self, start: int, end: int | None = None) -> Iterator[dict[str, Any]]:
         """Whole lines from ``start`` up to ``end`` (default: what is there now)."""
-        with self.path.open("rb") as log:
-            log.seek(start)
-            data = log.read() if end is None else log.read(end - start)
-        for line in data.splitlines():
+        chunks = []
+        base = 0
+        for path, size in self._files():
+            low, high = max(start - base, 0), size if end is None else min(end - base, size)
+            if high > low:
+                with path.open("rb") as log:
+                    log.seek(low)
+                    chunks.append(log.read(high - low))
+            base += size
+        for line in b"".join(chunks).splitlines():
             if line.strip():
                 event = json.loads(line)
                 if (event.get("user") or {}).get("username") == SA_USER:
@@ -388,6 +404,21 @@ class Cluster:
                 return running
             time.sleep(2)
 
+    def submit_jobs(self, namespace: str, names: list[str], workers: int) -> dict[str, float]:
+        """Create the MPIJobs as fast as the API server takes them (8 threads); when each was
+        sent (monotonic), by name."""
+        submitted: dict[str, float] = {}
+
+        def submit(name: str) -> None:
+            manifest = create_jobs.job_manifest(name, workers)
+            manifest["metadata"]["namespace"] = namespace
+            submitted[name] = time.monotonic()
+            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, manifest)
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(submit, names))
+        return submitted
+
     def delete_lease(self, namespace: str) -> None:
         try:
             self.coordination.delete_namespaced_lease(LEASE_NAME, namespace)
@@ -438,6 +469,24 @@ def watch_children(
     return seen, started, done
 
 
+@contextmanager
+def audited_cluster(name: str, nodes: int, work: Path) -> Iterator[tuple[Cluster, AuditLog]]:
+    """A fresh local cluster logging the operators' requests, the MPIJob CRD installed and the
+    operators' identity made (its kubeconfig in ``work``); brought down on exit."""
+    policy = work / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(audit_policy()))
+    info = localcluster.up(
+        name=name, nodes=nodes, node_cpu="64", node_memory="256Gi", audit_policy=policy
+    )
+    try:
+        create_jobs.install_crd(str(info.kubeconfig))
+        cluster = Cluster(str(info.kubeconfig), work)
+        cluster.make_operator_identity()
+        yield cluster, AuditLog(localcluster.audit_log(name))
+    finally:
+        localcluster.down(name)
+
+
 # --- one phase ----------------------------------------------------------------------------
 
 
@@ -480,19 +529,8 @@ def run_phase(
             cluster.batch.list_namespaced_job, namespace, names, "-launcher", args.timeout
         )
         watching.wait(60)
-        submitted: dict[str, float] = {}
-
-        def submit(name: str) -> None:
-            manifest = create_jobs.job_manifest(name, args.workers)
-            manifest["metadata"]["namespace"] = namespace
-            submitted[name] = time.monotonic()
-            cluster.custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, manifest
-            )
-
         start = time.monotonic()
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(submit, names))
+        submitted = cluster.submit_jobs(namespace, names, args.workers)
         done.wait(args.timeout)
         finished = [n for n in names if n in launched]
         # Quiet is not enough: upstream's rate-limited queue can hold syncs back for longer.
@@ -500,28 +538,10 @@ def run_phase(
         # From the process's start: its initial lists and watches are part of the cost.
         jobs_requests, cpu, rss = settled_usage(operator, audit, offset_start, args.settle_timeout)
         operator.stop()
-
-        # Restart over the N jobs: each one's ConfigMap comes back only through its sync.
-        with ThreadPoolExecutor(16) as pool:
-            list(
-                pool.map(
-                    lambda n: cluster.core.delete_namespaced_config_map(f"{n}-config", namespace),
-                    names,
-                )
-            )
-        cluster.delete_lease(namespace)
-        time.sleep(1)
-        recreated, watching, resynced = watch_children(
-            cluster.core.list_namespaced_config_map, namespace, names, "-config", args.timeout
-        )
-        watching.wait(60)
-        offset_restart = audit.offset()
-        operator = Operator(label, command(namespace), log_path)
-        restart_ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
-        resynced.wait(args.timeout)
-        resync_done = [n for n in names if n in recreated]
-        restart_requests, restart_cpu, restart_rss = settled_usage(
-            operator, audit, offset_restart, args.settle_timeout
+        restarted = (
+            restart_without_configmaps(label, command, namespace, cluster, audit, args)
+            if args.restart
+            else {}
         )
     finally:
         operator.stop()
@@ -552,10 +572,50 @@ def run_phase(
         "cpu_ms_per_job": 1000 * (cpu - cpu_at_ready) / count,
         "peak_rss_mib": rss,
         "start_to_ready_s": start_to_ready,
+        **restarted,
+    }
+
+
+def restart_without_configmaps(
+    label: str,
+    command: Callable[[str], list[str]],
+    namespace: str,
+    cluster: Cluster,
+    audit: AuditLog,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Every job's ConfigMap deleted, the operator started again over the N jobs: each
+    ConfigMap comes back only through its job's sync."""
+    names = job_names(args.jobs)
+    with ThreadPoolExecutor(16) as pool:
+        list(
+            pool.map(
+                lambda n: cluster.core.delete_namespaced_config_map(f"{n}-config", namespace),
+                names,
+            )
+        )
+    cluster.delete_lease(namespace)
+    time.sleep(1)
+    recreated, watching, resynced = watch_children(
+        cluster.core.list_namespaced_config_map, namespace, names, "-config", args.timeout
+    )
+    watching.wait(60)
+    offset_restart = audit.offset()
+    operator = Operator(label, command(namespace), args.work / f"{namespace}.log")
+    try:
+        restart_ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
+        resynced.wait(args.timeout)
+        resync_done = [n for n in names if n in recreated]
+        restart_requests, restart_cpu, restart_rss = settled_usage(
+            operator, audit, offset_restart, args.settle_timeout
+        )
+    finally:
+        operator.stop()
+    return {
         "restart_start_to_ready_s": restart_ready_at - operator.started,
         "resync_s": (
             max(recreated[n] for n in resync_done) - operator.started_monotonic
-            if len(resync_done) == count
+            if len(resync_done) == len(names)
             else float("nan")
         ),
         "resynced_jobs": len(resync_done),
@@ -642,7 +702,9 @@ ROWS: tuple[tuple[str, str, str], ...] = (
 
 
 def mean(phases: list[dict[str, Any]], key: str) -> float:
-    return statistics.fmean(p[key] for p in phases)
+    """Over the phases that measured ``key`` (NaN when none did)."""
+    values = [p[key] for p in phases if key in p]
+    return statistics.fmean(values) if values else float("nan")
 
 
 def table(phases: list[dict[str, Any]], ceiling: list[dict[str, Any]], writes: float) -> str:
@@ -674,8 +736,13 @@ def writes_table(phases: list[dict[str, Any]]) -> str:
     lines = ["| write | ours | upstream |", "|---|---|---|"]
     for kind in kinds:
         row = [
-            statistics.fmean(
-                p["writes_by_kind_per_job"].get(kind, 0.0) for p in phases if p["operator"] == who
+            mean(
+                [
+                    {"writes": p["writes_by_kind_per_job"].get(kind, 0.0)}
+                    for p in phases
+                    if p["operator"] == who
+                ],
+                "writes",
             )
             for who in ("ours", "upstream")
         ]
@@ -696,7 +763,10 @@ def check(phases: list[dict[str, Any]]) -> list[str]:
                 f"{p['jobs_with_all_children']} of {p['jobs']} jobs done",
                 p["jobs_with_all_children"] < p["jobs"],
             ),
-            (f"{p['resynced_jobs']} of {p['jobs']} jobs resynced", p["resynced_jobs"] < p["jobs"]),
+            (
+                f"{p.get('resynced_jobs')} of {p['jobs']} jobs resynced",
+                p.get("resynced_jobs", p["jobs"]) < p["jobs"],
+            ),
             (f"{p['jobs_running']} of {p['jobs']} jobs running", p["jobs_running"] < p["jobs"]),
         )
         if bad
@@ -708,7 +778,7 @@ def check(phases: list[dict[str, Any]]) -> list[str]:
     if conflicts > limits["max_conflicts_per_job"]:
         breaches.append(f"409s per job {conflicts:.2f} > {limits['max_conflicts_per_job']}")
     ratio = mean(ours, "jobs_per_second") / mean(upstream, "jobs_per_second")
-    if ratio < limits["min_jobs_per_second_ratio"]:
+    if upstream and ratio < limits["min_jobs_per_second_ratio"]:
         breaches.append(f"jobs/s {ratio:.2f}x upstream's < {limits['min_jobs_per_second_ratio']}x")
     return breaches
 
@@ -732,14 +802,19 @@ def built(script: Path) -> Path:
     return Path(run.stdout.strip())
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=60)
+def add_job_and_operator_flags(parser: argparse.ArgumentParser) -> None:
+    """Workers per job and the flags both operators get (default: upstream's defaults)."""
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each operator")
     parser.add_argument("--threadiness", type=int, default=2)
     parser.add_argument("--kube-api-qps", type=int, default=5)
     parser.add_argument("--kube-api-burst", type=int, default=10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each operator")
+    add_job_and_operator_flags(parser)
     parser.add_argument(
         "--controller-queue-rate-limit",
         type=float,
@@ -757,6 +832,15 @@ def main() -> int:
         "--upstream-binary",
         type=Path,
         help="upstream's mpi-operator binary (default: bench/build-upstream.sh builds it)",
+    )
+    parser.add_argument(
+        "--operators", nargs="+", choices=["ours", "upstream"], default=["ours", "upstream"]
+    )
+    parser.add_argument(
+        "--restart",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure a restart after deleting every job's ConfigMap (step 4)",
     )
     parser.add_argument("--cluster-name", default="side-by-side")
     parser.add_argument("--timeout", type=float, default=1800)
@@ -777,29 +861,16 @@ def main() -> int:
     )
     args.work = Path(tempfile.mkdtemp(prefix="side-by-side-"))
     print(f"operator logs and the audit policy in {args.work}", file=sys.stderr)
-    policy = args.work / "audit-policy.yaml"
-    policy.write_text(yaml.safe_dump(audit_policy()))
     nodes = args.jobs * (args.workers + 1) // 100 + 2
-    info = localcluster.up(
-        name=args.cluster_name,
-        nodes=nodes,
-        node_cpu="64",
-        node_memory="256Gi",
-        audit_policy=policy,
-    )
     phases: list[dict[str, Any]] = []
     ceiling: list[dict[str, Any]] = []
-    try:
-        create_jobs.install_crd(str(info.kubeconfig))
-        cluster = Cluster(str(info.kubeconfig), args.work)
-        cluster.make_operator_identity()
-        audit = AuditLog(localcluster.audit_log(args.cluster_name))
+    with audited_cluster(args.cluster_name, nodes, args.work) as (cluster, audit):
         commands: dict[str, Callable[[str], list[str]]] = {
             "ours": lambda ns: ours_command(cluster.operator_kubeconfig, ns, flags),
             "upstream": lambda ns: upstream_command(binary, cluster.operator_kubeconfig, ns, flags),
         }
         for round_number in range(args.rounds):
-            order = ["ours", "upstream"] if round_number % 2 == 0 else ["upstream", "ours"]
+            order = args.operators if round_number % 2 == 0 else args.operators[::-1]
             for label in order:
                 phase = run_phase(
                     label, commands[label], f"{label}-{round_number}", cluster, audit, args
@@ -808,8 +879,6 @@ def main() -> int:
                 phases.append(phase)
         for clients in args.ceiling_clients:
             ceiling.append(raw_ceiling(cluster, ceiling_binary, clients, args))
-    finally:
-        localcluster.down(args.cluster_name)
     report = {
         "flags": flags.common("<namespace>"),
         "jobs": args.jobs,

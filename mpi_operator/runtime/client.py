@@ -496,11 +496,14 @@ class Client:
         label_selector: str | None = None,
         field_selector: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
+        transform: Callable[[Object], Object] | None = None,
     ) -> ListResult:
         """Every object, fetched ``limit`` at a time (``limit=0``: one unpaginated request).
 
         Items get ``apiVersion`` and ``kind`` filled in: the server omits them inside lists,
         but watch events carry them, and cached objects should look the same either way.
+        ``transform`` is applied to each item as its page arrives, so that a cache trimming
+        what it keeps holds whole objects of one page at a time, not of the whole list.
         """
         path = resource.path(namespace or None)
         base: list[tuple[str, str]] = []
@@ -524,12 +527,13 @@ class Client:
                         label_selector=label_selector,
                         field_selector=field_selector,
                         limit=0,
+                        transform=transform,
                     )
                 raise
-            for item in page.get("items") or []:
+            for item in page.pop("items", None) or []:
                 item.setdefault("apiVersion", resource.api_version)
                 item.setdefault("kind", resource.kind)
-                result.items.append(item)
+                result.items.append(item if transform is None else transform(item))
             meta = page.get("metadata") or {}
             result.resource_version = str(meta.get("resourceVersion") or "")
             token = str(meta.get("continue") or "")

@@ -81,7 +81,10 @@ class Watch(Protocol):
 class ListerWatcher(Protocol):
     """Where a reflector gets its objects: the API server, or a fake in unit tests."""
 
-    def list(self) -> ListResult: ...
+    def list(self, transform: Transform | None) -> ListResult:
+        """Every object, each passed through ``transform`` (when given) as it arrives."""
+        ...
+
     def watch(self, resource_version: str, timeout_seconds: int) -> Watch: ...
 
 
@@ -95,12 +98,13 @@ class ResourceListerWatcher:
     label_selector: str | None = None
     field_selector: str | None = None
 
-    def list(self) -> ListResult:
+    def list(self, transform: Transform | None) -> ListResult:
         return self.client.list(
             self.resource,
             self.namespace,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
+            transform=transform,
         )
 
     def watch(self, resource_version: str, timeout_seconds: int) -> Watch:
@@ -270,8 +274,9 @@ class Reflector:
             self.watch_once(stop)
 
     def relist(self) -> None:
-        result = self._source.list()
-        objects = [self._transformed(obj) for obj in result.items]
+        # Transformed page by page: a list of every pod, whole, would be the process's peak.
+        result = self._source.list(self._transform)
+        objects = result.items
         with self.dispatch_lock:
             diff = self._store.replace(objects, result.resource_version)
             self._resource_version = result.resource_version

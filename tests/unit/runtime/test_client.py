@@ -245,6 +245,26 @@ def test_list_pages_and_fills_in_kind(api: tuple[FakeApiServer, Client]) -> None
     assert second == {**first, "continue": "tok"}
 
 
+def test_list_transforms_each_page_before_asking_for_the_next(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    server.replies.append(page("a", resource_version="5", continue_token="tok"))
+    server.replies.append(page("b", resource_version="5"))
+    requests_sent_by_item: dict[str, int] = {}
+
+    def trim(obj: dict[str, Any]) -> dict[str, Any]:
+        requests_sent_by_item[obj["metadata"]["name"]] = len(server.seen)
+        return {"kind": obj["kind"], "metadata": obj["metadata"]}
+
+    result = client.list(PODS, "ns", transform=trim)
+    assert requests_sent_by_item == {"a": 1, "b": 2}
+    assert result.items == [
+        {"kind": "Pod", "metadata": {"name": "a"}},
+        {"kind": "Pod", "metadata": {"name": "b"}},
+    ]
+
+
 def test_list_falls_back_to_one_request_when_the_token_expires(
     api: tuple[FakeApiServer, Client],
 ) -> None:

@@ -176,6 +176,39 @@ def test_reconcile_logs_carry_the_key(caplog: pytest.LogCaptureFixture) -> None:
     assert current_key() == ""
 
 
+def raise_(error: Exception) -> Callable[[str], Result | None]:
+    def reconcile(key: str) -> Result | None:
+        raise error
+
+    return reconcile
+
+
+@pytest.mark.parametrize(
+    ("reconcile", "outcome"),
+    [
+        (lambda key: None, "success"),
+        (lambda key: Result(requeue=True), "requeue"),
+        (lambda key: Result(requeue_after=2.0), "requeue_after"),
+        (raise_(RuntimeError("API unavailable")), "error"),
+        (raise_(TerminalError("invalid")), "error"),
+    ],
+    ids=["success", "requeue", "requeue after", "error", "terminal error"],
+)
+def test_every_reconcile_logs_one_debug_line_with_its_outcome(
+    reconcile: Callable[[str], Result | None], outcome: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    controller, queue, _ = setup(reconcile)
+    with caplog.at_level(logging.DEBUG, logger="mpi_operator.runtime.controller"):
+        queue.add("ns/job-1")
+        controller.process_next_item(timeout=0)
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.DEBUG and "reconciled" in r.getMessage()
+    ]
+    assert lines == [f"{controller.name}: ns/job-1: reconciled: {outcome} in 0.000 s"]
+
+
 def test_never_two_workers_on_one_key_and_workers_run_in_parallel() -> None:
     lock = threading.Condition()
     running: list[str] = []

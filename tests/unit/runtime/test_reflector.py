@@ -17,6 +17,7 @@ from mpi_operator.runtime.reflector import (
     Backoff,
     EventHandler,
     Reflector,
+    Transform,
     chain_transforms,
     strip_managed_fields,
 )
@@ -70,13 +71,14 @@ class FakeSource:
         self.stop = stop or threading.Event()
         self.opened: list[FakeWatch] = []
 
-    def list(self) -> ListResult:
+    def list(self, transform: Transform | None) -> ListResult:
         self.calls.append(("list",))
         item = self.lists.popleft()
         if isinstance(item, ApiError):
             raise item
-        # A fresh copy each time, as the server would send.
-        return ListResult([dict(obj, metadata=dict(obj["metadata"])) for obj in item.items],
+        # A fresh copy each time, as the server would send, transformed as the client does.
+        fresh = [dict(obj, metadata=dict(obj["metadata"])) for obj in item.items]
+        return ListResult([transform(obj) if transform else obj for obj in fresh],
                           item.resource_version)  # fmt: skip
 
     def watch(self, resource_version: str, timeout_seconds: int) -> FakeWatch:
