@@ -26,7 +26,7 @@ jobs, each operator's in a namespace of its own:
    peak RSS (VmHWM) and its RSS then (VmRSS), and stop it.
 
 Exits 1 when this operator breaks the ``restart_resync`` limits of bench/thresholds.yaml (writes
-during a resync; seconds to resync per 1,000 jobs) or did not resync every job.
+during a resync; seconds to resync, per 1,000 jobs above 1,000) or did not resync every job.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ import create_jobs
 import side_by_side
 import yaml
 from memory_trace import vm_mib
-from side_by_side import AuditLog, Cluster, Flags, Operator
+from side_by_side import Bench, Flags, Operator
 
 MEMORY_TRACE = Path(__file__).resolve().parent / "memory_trace.py"
 
@@ -107,13 +106,6 @@ def rss_mib(pid: int) -> tuple[float, float]:
     """Peak (VmHWM) and current (VmRSS) resident memory, MiB."""
     memory = vm_mib(pid)
     return memory["VmHWM"], memory["VmRSS"]
-
-
-@dataclass(frozen=True)
-class Bench:
-    cluster: Cluster
-    audit: AuditLog
-    args: argparse.Namespace
 
 
 def create_settled_jobs(
@@ -245,11 +237,13 @@ def check(setup: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> list[s
             continue
         if r["writes"] > limits["max_writes"]:
             breaches.append(f"ours round {r['round']} wrote during a resync: {r['writes_by_kind']}")
-        per_1000 = 1000 * r["start_to_resynced_s"] / r["jobs"]
-        if not per_1000 <= limits["max_resync_seconds_per_1000_jobs"]:
+        # Up to 1,000 jobs the limit stands as it is (start-up dominates a small N); above,
+        # it grows with N.
+        limit = limits["max_resync_seconds_per_1000_jobs"] * max(1.0, r["jobs"] / 1000)
+        if not r["start_to_resynced_s"] <= limit:
             breaches.append(
-                f"ours round {r['round']}: {per_1000:.1f} s per 1,000 jobs to resync > "
-                f"{limits['max_resync_seconds_per_1000_jobs']}"
+                f"ours round {r['round']}: resynced in {r['start_to_resynced_s']:.1f} s > "
+                f"{limit:.1f} s for {r['jobs']} jobs"
             )
     return breaches
 

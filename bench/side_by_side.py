@@ -504,14 +504,19 @@ def job_names(count: int) -> list[str]:
     return [f"bench-{i:05d}" for i in range(count)]
 
 
+@dataclass(frozen=True)
+class Bench:
+    """What every phase works with: the cluster, its audit log, the command line."""
+
+    cluster: Cluster
+    audit: AuditLog
+    args: argparse.Namespace
+
+
 def run_phase(
-    label: str,
-    command: Callable[[str], list[str]],
-    namespace: str,
-    cluster: Cluster,
-    audit: AuditLog,
-    args: argparse.Namespace,
+    label: str, command: Callable[[str], list[str]], namespace: str, bench: Bench
 ) -> dict[str, Any]:
+    cluster, audit, args = bench.cluster, bench.audit, bench.args
     cluster.create_namespace(namespace)
     names = job_names(args.jobs)
     log_path = args.work / f"{namespace}.log"
@@ -539,9 +544,7 @@ def run_phase(
         jobs_requests, cpu, rss = settled_usage(operator, audit, offset_start, args.settle_timeout)
         operator.stop()
         restarted = (
-            restart_without_configmaps(label, command, namespace, cluster, audit, args)
-            if args.restart
-            else {}
+            restart_without_configmaps(label, command, namespace, bench) if args.restart else {}
         )
     finally:
         operator.stop()
@@ -577,15 +580,11 @@ def run_phase(
 
 
 def restart_without_configmaps(
-    label: str,
-    command: Callable[[str], list[str]],
-    namespace: str,
-    cluster: Cluster,
-    audit: AuditLog,
-    args: argparse.Namespace,
+    label: str, command: Callable[[str], list[str]], namespace: str, bench: Bench
 ) -> dict[str, Any]:
     """Every job's ConfigMap deleted, the operator started again over the N jobs: each
     ConfigMap comes back only through its job's sync."""
+    cluster, audit, args = bench.cluster, bench.audit, bench.args
     names = job_names(args.jobs)
     with ThreadPoolExecutor(16) as pool:
         list(
@@ -865,6 +864,7 @@ def main() -> int:
     phases: list[dict[str, Any]] = []
     ceiling: list[dict[str, Any]] = []
     with audited_cluster(args.cluster_name, nodes, args.work) as (cluster, audit):
+        bench = Bench(cluster, audit, args)
         commands: dict[str, Callable[[str], list[str]]] = {
             "ours": lambda ns: ours_command(cluster.operator_kubeconfig, ns, flags),
             "upstream": lambda ns: upstream_command(binary, cluster.operator_kubeconfig, ns, flags),
@@ -872,9 +872,7 @@ def main() -> int:
         for round_number in range(args.rounds):
             order = args.operators if round_number % 2 == 0 else args.operators[::-1]
             for label in order:
-                phase = run_phase(
-                    label, commands[label], f"{label}-{round_number}", cluster, audit, args
-                )
+                phase = run_phase(label, commands[label], f"{label}-{round_number}", bench)
                 print(json.dumps(phase), file=sys.stderr)
                 phases.append(phase)
         for clients in args.ceiling_clients:
