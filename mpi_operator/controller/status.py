@@ -165,7 +165,11 @@ def compute_status(job: MPIJob, status: dict[str, Any], seen: Observed, now: str
 def _ran_unseen(conditions: list[dict[str, Any]], seen: Observed) -> bool:
     """Whether a completed launcher ran before any sync saw the job running: child changes
     are synced in batches (docs/differences.md C18), and a short job fits in one."""
-    return not seen.suspended and find_condition(conditions, c.CONDITION_RUNNING) is None
+    return (
+        not seen.suspended
+        and not is_finished(conditions)
+        and find_condition(conditions, c.CONDITION_RUNNING) is None
+    )
 
 
 def _record_unseen_run(out: StatusOutcome, key: str, launcher: dict[str, Any], now: str) -> None:

@@ -220,6 +220,15 @@ def test_a_run_no_sync_saw_is_recorded_before_its_success() -> None:
     assert compute_status(JOB, done.status, seen, T2).status == done.status
 
 
+def test_a_job_already_finished_without_running_is_not_marked_running_afterwards() -> None:
+    succeeded = compute_status(JOB, CREATED, Observed(launcher_job(), [], [], False), T1).status
+    set_condition(succeeded["conditions"], "Succeeded", "True", "MPIJobSucceeded", "done", T1)
+    seen = Observed(launcher_job("Complete", startTime=T0), [], [], False)
+    out = compute_status(JOB, succeeded, seen, T2)
+    assert ("Running", "True", "MPIJobRunning") not in summary(out.status["conditions"])
+    assert ("Succeeded", "True", "MPIJobSucceeded") in summary(out.status["conditions"])
+
+
 def test_a_failure_no_sync_saw_run_keeps_running_false_as_upstream() -> None:
     seen = Observed(launcher_job("Failed", completionTime=T1), [], [], False)
     out = compute_status(JOB, CREATED, seen, T2)
