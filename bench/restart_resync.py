@@ -79,12 +79,12 @@ def synced_at(label: str, line: str) -> tuple[str, float] | None:
 
 
 def wait_synced(
-    label: str, log_path: Path, offset: int, keys: set[str], operator: Operator, timeout: float
+    label: str, log_path: Path, keys: set[str], operator: Operator, timeout: float
 ) -> dict[str, float]:
-    """First sync time of each of ``keys`` in the log from ``offset``, until all or timeout."""
+    """First sync time of each of ``keys`` in the operator's log, until all or timeout."""
     first: dict[str, float] = {}
     deadline = time.monotonic() + timeout
-    position = offset
+    position = 0
     pending = b""
     while len(first) < len(keys) and time.monotonic() < deadline:
         operator.check_alive()
@@ -152,7 +152,7 @@ def restart(
     operator = Operator(label, command(namespace), log_path)
     try:
         ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
-        first = wait_synced(label, log_path, 0, keys, operator, args.resync_timeout)
+        first = wait_synced(label, log_path, keys, operator, args.resync_timeout)
         end = audit.settle(offset, args.settle_timeout)
         operator.check_alive()
         cpu = side_by_side.cpu_seconds(operator.process.pid)
@@ -258,15 +258,8 @@ def main() -> int:
     parser.add_argument("--create-kube-api-burst", type=int, default=2000)
     parser.add_argument("--create-queue-rate-limit", type=float, default=1000)
     parser.add_argument("--create-queue-burst", type=int, default=2000)
-    parser.add_argument("--upstream-binary", type=Path)
-    parser.add_argument(
-        "--operators", nargs="+", choices=["ours", "upstream"], default=["ours", "upstream"]
-    )
-    parser.add_argument("--cluster-name", default="restart-resync")
-    parser.add_argument("--timeout", type=float, default=1800)
+    side_by_side.add_bench_flags(parser, "restart-resync")
     parser.add_argument("--resync-timeout", type=float, default=900)
-    parser.add_argument("--ready-timeout", type=float, default=120)
-    parser.add_argument("--settle-timeout", type=float, default=300)
     parser.add_argument("--out", type=Path, help="also write every figure as JSON here")
     parser.add_argument(
         "--trace-memory",
@@ -310,12 +303,10 @@ def main() -> int:
             created = create_settled_jobs(label, command(label, creating, False), label, bench)
             print(json.dumps(created), file=sys.stderr)
             setup.append(created)
-        for round_number in range(args.rounds):
-            order = args.operators if round_number % 2 == 0 else args.operators[::-1]
-            for label in order:
-                result = restart(label, command(label, measured, True), label, bench, round_number)
-                print(json.dumps(result), file=sys.stderr)
-                restarts.append(result)
+        for round_number, label in side_by_side.interleaved(args.operators, args.rounds):
+            result = restart(label, command(label, measured, True), label, bench, round_number)
+            print(json.dumps(result), file=sys.stderr)
+            restarts.append(result)
     load = os.getloadavg()
     report = {
         "flags": measured.common("<namespace>"),
@@ -328,12 +319,11 @@ def main() -> int:
         "setup": setup,
         "restarts": restarts,
     }
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(
-        f"restart over N={args.jobs} settled jobs x {args.workers} workers, {args.rounds} rounds "
-        f"(interleaved), flags: {' '.join(measured.common('<ns>')[2:])}; {report['machine']}"
+    heading = (
+        f"restart over N={args.jobs} settled jobs x {args.workers} workers, "
+        f"{args.rounds} rounds (interleaved)"
     )
+    side_by_side.publish(report, args.out, heading, measured)
     if restarts:
         print(table(setup, restarts))
         print()

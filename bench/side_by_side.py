@@ -115,7 +115,6 @@ class Requests:
     writes: Counter[str] = field(default_factory=Counter)
     reads: Counter[str] = field(default_factory=Counter)
     conflicts: int = 0
-    lease_requests: int = 0
 
     def add(self, event: dict[str, Any]) -> None:
         verb = event.get("verb", "")
@@ -125,7 +124,6 @@ class Requests:
         ref = event.get("objectRef") or {}
         resource = ref.get("resource", "")
         if resource == "leases":
-            self.lease_requests += 1
             return
         if ref.get("subresource"):
             resource += "/" + ref["subresource"]
@@ -797,7 +795,8 @@ def machine() -> str:
 
 def built(script: Path) -> Path:
     """The binary a build script prints the path of (building it when it is not cached)."""
-    run = subprocess.run([str(script)], check=True, capture_output=True, text=True)
+    # Its progress (stderr) shows: a cold build takes minutes.
+    run = subprocess.run([str(script)], check=True, stdout=subprocess.PIPE, text=True)
     return Path(run.stdout.strip())
 
 
@@ -807,6 +806,37 @@ def add_job_and_operator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threadiness", type=int, default=2)
     parser.add_argument("--kube-api-qps", type=int, default=5)
     parser.add_argument("--kube-api-burst", type=int, default=10)
+
+
+def add_bench_flags(parser: argparse.ArgumentParser, cluster_name: str) -> None:
+    """Which operators run, upstream's binary, the cluster and the waits: both benchmarks'."""
+    parser.add_argument(
+        "--upstream-binary",
+        type=Path,
+        help="upstream's mpi-operator binary (default: bench/build-upstream.sh builds it)",
+    )
+    parser.add_argument(
+        "--operators", nargs="+", choices=["ours", "upstream"], default=["ours", "upstream"]
+    )
+    parser.add_argument("--cluster-name", default=cluster_name)
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--ready-timeout", type=float, default=120)
+    parser.add_argument("--settle-timeout", type=float, default=300)
+
+
+def interleaved(operators: list[str], rounds: int) -> Iterator[tuple[int, str]]:
+    """``(round, operator)`` in run order: ours, upstream; upstream, ours; and so on, so that
+    neither always runs on the fresher cluster."""
+    for round_number in range(rounds):
+        for label in operators if round_number % 2 == 0 else operators[::-1]:
+            yield round_number, label
+
+
+def publish(report: dict[str, Any], out: Path | None, heading: str, flags: Flags) -> None:
+    """Writes the report as JSON (when asked) and prints its heading with the common flags."""
+    if out:
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"{heading}, flags: {' '.join(flags.common('<ns>')[2:])}; {report['machine']}")
 
 
 def main() -> int:
@@ -827,24 +857,13 @@ def main() -> int:
         default=[4, 16],
         help="concurrent clients (goroutines) of the raw ceiling (none: skip it)",
     )
-    parser.add_argument(
-        "--upstream-binary",
-        type=Path,
-        help="upstream's mpi-operator binary (default: bench/build-upstream.sh builds it)",
-    )
-    parser.add_argument(
-        "--operators", nargs="+", choices=["ours", "upstream"], default=["ours", "upstream"]
-    )
+    add_bench_flags(parser, "side-by-side")
     parser.add_argument(
         "--restart",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="measure a restart after deleting every job's ConfigMap (step 4)",
     )
-    parser.add_argument("--cluster-name", default="side-by-side")
-    parser.add_argument("--timeout", type=float, default=1800)
-    parser.add_argument("--ready-timeout", type=float, default=120)
-    parser.add_argument("--settle-timeout", type=float, default=300)
     parser.add_argument("--namespace-timeout", type=float, default=600)
     parser.add_argument("--out", type=Path, help="also write every phase's figures as JSON here")
     args = parser.parse_args()
@@ -869,12 +888,10 @@ def main() -> int:
             "ours": lambda ns: ours_command(cluster.operator_kubeconfig, ns, flags),
             "upstream": lambda ns: upstream_command(binary, cluster.operator_kubeconfig, ns, flags),
         }
-        for round_number in range(args.rounds):
-            order = args.operators if round_number % 2 == 0 else args.operators[::-1]
-            for label in order:
-                phase = run_phase(label, commands[label], f"{label}-{round_number}", bench)
-                print(json.dumps(phase), file=sys.stderr)
-                phases.append(phase)
+        for round_number, label in interleaved(args.operators, args.rounds):
+            phase = run_phase(label, commands[label], f"{label}-{round_number}", bench)
+            print(json.dumps(phase), file=sys.stderr)
+            phases.append(phase)
         for clients in args.ceiling_clients:
             ceiling.append(raw_ceiling(cluster, ceiling_binary, clients, args))
     report = {
@@ -887,12 +904,8 @@ def main() -> int:
         "phases": phases,
         "ceiling": ceiling,
     }
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(
-        f"N={args.jobs} jobs x {args.workers} workers, {args.rounds} rounds (interleaved), "
-        f"flags: {' '.join(flags.common('<ns>')[2:])}; {report['machine']}"
-    )
+    heading = f"N={args.jobs} jobs x {args.workers} workers, {args.rounds} rounds (interleaved)"
+    publish(report, args.out, heading, flags)
     if not phases:  # --rounds 0: the ceiling alone
         for result in ceiling:
             print(f"raw ceiling, {result['clients']} clients: {result['objects_per_second']:.0f}/s")
