@@ -36,12 +36,8 @@ import localcluster  # noqa: E402
 
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
 EXAMPLE = REPO / "examples" / "pi" / "pi.yaml"
-GANG_FLAGS = {
-    "default": "",
-    "volcano": "volcano",
-    "scheduler-plugins": "scheduler-plugins-scheduler",
-    "koordinator": "koord-scheduler",
-}
+# --gang-scheduling for each scheduler: its name, none by default.
+GANG_FLAGS = {**localcluster.SCHEDULER_NAMES, "default": ""}
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 NAMESPACE = "default"
 # The example's three pods ask for one CPU each and a real node offers this machine's CPUs

@@ -26,17 +26,20 @@ from kubernetes.client.exceptions import ApiException
 from mpi_operator.sdk import WaitTimeoutError, has_condition
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
-from .clusters import REPO, ClusterProvider, E2ECluster, load_cluster_tool, wait_until
+from .clusters import (
+    REPO,
+    SCHEDULER_NAMES,
+    ClusterProvider,
+    E2ECluster,
+    load_cluster_tool,
+    wait_until,
+)
 from .rbac import install_mpijob_crd, service_account_kubeconfig
 
 OPERATOR_NAMESPACE = "mpi-operator"
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
-GANG_FLAGS = {
-    "default": "",
-    "volcano": "volcano",
-    "scheduler-plugins": "scheduler-plugins-scheduler",
-    "koordinator": "koord-scheduler",
-}
+# The operator's --gang-scheduling for each flavour: its gang scheduler's name, none by default.
+GANG_FLAGS = {**SCHEDULER_NAMES, "default": ""}
 
 
 def ensure_namespace(cluster: E2ECluster, name: str) -> None:
