@@ -22,16 +22,11 @@ KOORDINATOR_MODULE=github.com/koordinator-sh/koordinator
 KOORDINATOR_VERSION=v1.7.0
 DIR="$GO_TOOL_CACHE_ROOT/koordinator/$KOORDINATOR_VERSION"
 
-module_dir() {
-    GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "$KOORDINATOR_MODULE@$KOORDINATOR_VERSION" |
-        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
-}
-
 if [ "${1:-}" != "--print" ] && [ ! -f "$DIR/.complete" ]; then
+    src="$(go_module_dir "$KOORDINATOR_MODULE@$KOORDINATOR_VERSION")"
     if go_tool_begin koord-scheduler "$DIR/bin"; then
         printf '%s build: %s@%s koord-scheduler\n' "$(date -u +%H:%M:%S)" \
             "$KOORDINATOR_MODULE" "$KOORDINATOR_VERSION" >&2
-        src="$(module_dir)"
         work="$(mktemp -d "$DIR/tmp.XXXXXX")"
         trap 'rm -rf "$work"' EXIT
         {
@@ -56,7 +51,7 @@ if [ "${1:-}" != "--print" ] && [ ! -f "$DIR/.complete" ]; then
     fi
     rm -rf "$DIR/crd"
     mkdir -p "$DIR/crd"
-    cp "$(module_dir)"/config/crd/bases/*.yaml "$DIR/crd/"
+    cp "$src"/config/crd/bases/*.yaml "$DIR/crd/"
     chmod -R u+w "$DIR"
     touch "$DIR/.complete"
 fi

@@ -19,8 +19,7 @@ DIR="$GO_TOOL_CACHE_ROOT/kueue/$KUEUE_VERSION"
 
 if [ "${1:-}" != "--print" ] && [ ! -f "$DIR/.complete" ]; then
     go_tool_install kueue "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" "-s -w" "$DIR/bin"
-    src="$(GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" |
-        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+    src="$(go_module_dir "sigs.k8s.io/kueue@$KUEUE_VERSION")"
     rm -rf "$DIR/crd"
     mkdir -p "$DIR/crd"
     cp "$src"/config/components/crd/bases/*.yaml "$DIR/crd/"

@@ -5,6 +5,7 @@
 #   go_tool_install NAME PACKAGE@VERSION LDFLAGS BIN_DIR     `go install` of a pinned module
 # or, for a build of one's own,
 #   go_tool_begin NAME BIN_DIR || { echo "$BIN_DIR/NAME"; exit 0; }   # already built
+# and go_module_dir MODULE@VERSION for a module's files (CRDs, manifests) beside the binary.
 # shellcheck shell=bash
 
 GO_TOOL_CACHE_ROOT="${MPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mpi-operator}"
@@ -45,4 +46,10 @@ go_tool_install() {
     fi
     mv -f "$out/$name" "$bin/$name"
     rm -rf "$out"
+}
+
+# The directory of MODULE@VERSION in the module cache, downloaded when missing.
+go_module_dir() {
+    GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "$1" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
 }
