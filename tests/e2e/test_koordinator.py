@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from mpi_operator.sdk import GangState, gang_state
+from mpi_operator.sdk import GangState
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 from .clusters import SIM, E2ECluster, load_cluster_tool, sim_pod_spec, wait_until
@@ -29,7 +29,7 @@ from .operator import (
     wait_for_condition,
 )
 from .test_cluster_smoke import all_running, bound, describe_pods, pod_condition
-from .test_gang import Placements, turned_down_pod
+from .test_gang import Placements, gang_condition, turned_down_pod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.koordinator]
 
@@ -255,7 +255,7 @@ def test_an_mpijob_too_big_binds_no_pod_says_why_and_runs_once_two_nodes_are_add
         pods = pods_of(c, ns, "big")
         if len(pods) < 5 or not all(turned_down_pod(p) for p in pods):
             return None
-        state = gang_state(c.jobs.get("big", namespace=ns))
+        state = gang_condition(c, ns, "big")
         return state if state and state.reason == "Unschedulable" else None
 
     state = wait_until(turned_down_whole, 90, message=lambda: describe_pods(c, ns))
@@ -336,5 +336,5 @@ def test_schedule_timeout_is_the_gangs_waiting_time_and_a_turned_down_gang_is_re
         return failed_scheduling(c, ns) >= 6
 
     wait_until(retried, 120, message=lambda: describe_pods(c, ns))
-    state = gang_state(c.jobs.get("patient", namespace=ns))
+    state = gang_condition(c, ns, "patient")
     assert state is not None and not state.scheduled, state
