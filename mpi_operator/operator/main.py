@@ -47,6 +47,7 @@ from mpi_operator.runtime.client import (
     is_not_found,
 )
 from mpi_operator.runtime.controller import Controller, install_log_record_context
+from mpi_operator.runtime.events import WRITERS as EVENT_WRITERS
 from mpi_operator.runtime.events import ClientEventSink, EventRecorder
 from mpi_operator.runtime.health import HealthServer, start_metrics_server
 from mpi_operator.runtime.informer import wait_for_cache_sync
@@ -221,9 +222,9 @@ def write_threads(threadiness: int) -> int:
 
 
 def connection_pool_size(threadiness: int) -> int:
-    """HTTP connections per client: every worker and write thread, plus the watches and the
-    event writer, each get one without opening and closing connections under load."""
-    return max(32, threadiness + write_threads(threadiness) + 16)
+    """HTTP connections per client: every worker and write thread, the watches (up to 16) and
+    the event writers each get one without opening and closing connections under load."""
+    return max(32, threadiness + write_threads(threadiness) + 16 + EVENT_WRITERS)
 
 
 def _enqueue_changed(queue: RateLimitingQueue, old: Object, new: Object) -> None:

@@ -1,8 +1,13 @@
 """Recording core/v1 Events about objects, the way client-go's recorder does.
 
 * **Never blocks, never raises.** :meth:`EventRecorder.event` only puts the event on a bounded
-  queue; a background thread writes it. A full queue drops the event with a log line (as
-  client-go does) rather than slow a reconcile down, and API failures are logged, not raised.
+  queue; background threads write it. A full queue drops the event with a log line and
+  ``mpi_operator_events_dropped_total`` (client-go drops too, silently) rather than slow a
+  reconcile down, and API failures are logged, not raised.
+* **Several writers, one order per object.** Each object's events go to one of a few writer
+  threads, chosen by its namespace and name, so one object's events are written in the order
+  they were recorded while a burst of new jobs is not written one round trip at a time: a
+  single writer fell behind 16 reconcile workers and dropped a third of 10,000 events.
 * **Aggregation.** The same event — same object, type, reason and message from the same
   component — seen again within ten minutes does not create another Event object: the first one
   is patched with ``count + 1`` and a new ``lastTimestamp`` (client-go's event correlator), so a
@@ -15,9 +20,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import zlib
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from prometheus_client import Counter
 
 from mpi_operator.runtime.client import EVENTS, ApiError, Client, is_not_found
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
@@ -29,6 +37,12 @@ NORMAL = "Normal"
 WARNING = "Warning"
 MAX_MESSAGE_LENGTH = 1024
 AGGREGATION_WINDOW = 600.0
+WRITERS = 4
+
+EVENTS_DROPPED: Final = Counter(
+    "mpi_operator_events_dropped_total",
+    "Events not written because the recorder's queue was full.",
+)
 
 
 class EventSink(Protocol):
@@ -88,8 +102,18 @@ class _Pending:
 _STOP = object()
 
 
+@dataclass
+class _Writer:
+    """One writer thread, its queue, and the Event objects of the objects routed to it."""
+
+    queue: queue.Queue[_Pending | object]
+    seen: OrderedDict[tuple[str, ...], _Seen] = field(default_factory=OrderedDict)
+    last_suffix: int = 0
+    thread: threading.Thread | None = None
+
+
 class EventRecorder:
-    """Records events for objects; writes happen on a daemon thread started on first use."""
+    """Records events for objects; writes happen on daemon threads started on first use."""
 
     def __init__(
         self,
@@ -98,6 +122,7 @@ class EventRecorder:
         *,
         host: str = "",
         clock: Clock = REAL_CLOCK,
+        writers: int = WRITERS,
         queue_size: int = 1000,
         aggregation_window: float = AGGREGATION_WINDOW,
         cache_size: int = 4096,
@@ -109,14 +134,12 @@ class EventRecorder:
         self._sink = sink
         self._clock = clock
         self._window = aggregation_window
+        # Per writer: each queues and remembers the events of its own share of the objects.
         self._cache_size = cache_size
         self._attempts = max(1, attempts)
         self._retry_delay = retry_delay
-        self._queue: queue.Queue[_Pending | object] = queue.Queue(queue_size)
-        self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
-        self._last_suffix = 0
+        self._writers = [_Writer(queue.Queue(queue_size)) for _ in range(max(1, writers))]
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
         # Events accepted but not yet written, for flush().
         self._pending = 0
@@ -133,15 +156,16 @@ class EventRecorder:
                 return
             if self._stopping.is_set():
                 return
-            self._ensure_started()
             pending = _Pending(object_reference(obj), event_type, reason, message)
+            writer = self._writer_for(pending.reference)
             with self._pending_cond:
                 self._pending += 1
             try:
-                self._queue.put_nowait(pending)
+                writer.queue.put_nowait(pending)
             except queue.Full:
                 with self._pending_cond:
                     self.dropped += 1
+                EVENTS_DROPPED.inc()
                 self._done_one()
                 log.warning(
                     "event queue full, dropping event %s %s on %s: %s",
@@ -165,36 +189,47 @@ class EventRecorder:
             return self._pending_cond.wait_for(lambda: self._pending == 0, timeout)
 
     def stop(self, timeout: float | None = 5.0) -> None:
-        """Write what is queued (within ``timeout``), then stop the thread."""
+        """Write what is queued (within ``timeout`` per writer), then stop the threads."""
         self._stopping.set()
-        thread = self._thread
-        if thread is None:
-            return
-        try:
-            self._queue.put(_STOP, timeout=timeout)
-        except queue.Full:
-            log.warning("event queue still full at shutdown")
-        thread.join(timeout)
-
-    # -- the writer thread ---------------------------------------------------------------------
-
-    def _ensure_started(self) -> None:
         with self._thread_lock:
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, name=f"events-{self.component}", daemon=True
-                )
-                self._thread.start()
+            started = [writer for writer in self._writers if writer.thread is not None]
+        for writer in started:
+            try:
+                writer.queue.put(_STOP, timeout=timeout)
+            except queue.Full:
+                log.warning("event queue still full at shutdown")
+        for writer in started:
+            assert writer.thread is not None
+            writer.thread.join(timeout)
 
-    def _loop(self) -> None:
+    # -- the writer threads --------------------------------------------------------------------
+
+    def _writer_for(self, reference: Object) -> _Writer:
+        # Every event of one object goes through one writer: its order and its aggregation
+        # (the writer's ``seen``) hold, and event names, unique per object, stay unique.
+        route = zlib.crc32(f"{reference.get('namespace')}/{reference.get('name')}".encode())
+        index = route % len(self._writers)
+        writer = self._writers[index]
+        with self._thread_lock:
+            if writer.thread is None:
+                writer.thread = threading.Thread(
+                    target=self._loop,
+                    args=(writer,),
+                    name=f"events-{self.component}-{index}",
+                    daemon=True,
+                )
+                writer.thread.start()
+        return writer
+
+    def _loop(self, writer: _Writer) -> None:
         while True:
-            item = self._queue.get()
+            item = writer.queue.get()
             if item is _STOP:
                 return
             if not isinstance(item, _Pending):
                 continue
             try:
-                self._write(item)
+                self._write(writer, item)
             except Exception:
                 log.exception("writing event %s failed", item.reason)
             finally:
@@ -206,7 +241,7 @@ class EventRecorder:
             if self._pending == 0:
                 self._pending_cond.notify_all()
 
-    def _write(self, pending: _Pending) -> None:
+    def _write(self, writer: _Writer, pending: _Pending) -> None:
         message = pending.message[:MAX_MESSAGE_LENGTH]
         reference = pending.reference
         namespace = str(reference.get("namespace") or "default")
@@ -222,7 +257,7 @@ class EventRecorder:
         )
         now_mono = self._clock.monotonic()
         timestamp = self._clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        seen = self._seen.get(key)
+        seen = writer.seen.get(key)
         if seen is not None and now_mono - seen.last_seen <= self._window:
             patch: Object = {
                 "count": seen.count + 1,
@@ -239,18 +274,19 @@ class EventRecorder:
             else:
                 seen.count += 1
                 seen.last_seen = now_mono
-                self._seen.move_to_end(key)
+                writer.seen.move_to_end(key)
                 return
-        body = self._event_body(reference, namespace, pending, message, timestamp)
+        name = self._event_name(writer, reference)
+        body = self._event_body(reference, name, namespace, pending, message, timestamp)
         try:
             self._retrying(lambda: self._sink.create(namespace, body))
         except ApiError as error:
             log.warning("creating event %s on %s: %s", pending.reason, reference.get("name"), error)
             return
-        self._seen[key] = _Seen(namespace, body["metadata"]["name"], 1, timestamp, now_mono)
-        self._seen.move_to_end(key)
-        while len(self._seen) > self._cache_size:
-            self._seen.popitem(last=False)
+        writer.seen[key] = _Seen(namespace, name, 1, timestamp, now_mono)
+        writer.seen.move_to_end(key)
+        while len(writer.seen) > self._cache_size:
+            writer.seen.popitem(last=False)
 
     def _retrying(self, call: _Call) -> Object:
         for attempt in range(1, self._attempts + 1):
@@ -265,7 +301,13 @@ class EventRecorder:
         raise AssertionError("unreachable")
 
     def _event_body(
-        self, reference: Object, namespace: str, pending: _Pending, message: str, timestamp: str
+        self,
+        reference: Object,
+        name: str,
+        namespace: str,
+        pending: _Pending,
+        message: str,
+        timestamp: str,
     ) -> Object:
         source: Object = {"component": self.component}
         if self.host:
@@ -273,7 +315,7 @@ class EventRecorder:
         body: Object = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": self._event_name(reference), "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "involvedObject": reference,
             "reason": pending.reason,
             "message": message,
@@ -287,12 +329,12 @@ class EventRecorder:
         }
         return body
 
-    def _event_name(self, reference: Object) -> str:
+    def _event_name(self, writer: _Writer, reference: Object) -> str:
         # client-go names events "<object>.<unix nanoseconds in hex>"; the counter keeps two
         # events recorded within one clock tick apart.
         suffix = int(self._clock.now().timestamp() * 1e9)
-        suffix = max(suffix, self._last_suffix + 1)
-        self._last_suffix = suffix
+        suffix = max(suffix, writer.last_suffix + 1)
+        writer.last_suffix = suffix
         return f"{reference.get('name', 'unknown')}.{suffix:x}"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from mpi_operator.runtime.client import ApiError
 from mpi_operator.runtime.clock import FakeClock
 from mpi_operator.runtime.events import MAX_MESSAGE_LENGTH, EventRecorder
@@ -24,12 +26,15 @@ class FakeSink:
         self.fail_patch: ApiError | None = None
         self.fail_create: Exception | None = None
         self.gate: threading.Event | None = None
+        # The gate holds only this object's events when set, every event otherwise.
+        self.gated_name: str | None = None
         self.entered = threading.Event()
 
     def create(self, namespace: str, event: dict[str, Any]) -> dict[str, Any]:
-        self.entered.set()
-        if self.gate is not None:
-            self.gate.wait(5)
+        if self.gated_name in (None, event["involvedObject"]["name"]):
+            self.entered.set()
+            if self.gate is not None:
+                self.gate.wait(5)
         self.calls.append(("create", namespace, event["reason"]))
         if self.fail_create is not None:
             raise self.fail_create
@@ -196,8 +201,10 @@ def test_full_queue_drops_instead_of_blocking() -> None:
     rec.normal(JOB, "R", "first")
     assert sink.entered.wait(5)  # the writer took it off the queue and is stuck writing
     rec.normal(JOB, "R", "second")  # fills the queue
+    dropped_before = REGISTRY.get_sample_value("mpi_operator_events_dropped_total") or 0.0
     rec.normal(JOB, "R", "third")  # dropped, immediately
     assert rec.dropped == 1
+    assert REGISTRY.get_sample_value("mpi_operator_events_dropped_total") == dropped_before + 1
     sink.gate.set()
     assert rec.flush()
     assert [event["message"] for event in sink.created] == ["first", "second"]
@@ -212,3 +219,38 @@ def test_events_after_stop_are_ignored() -> None:
     rec.normal(JOB, "R", "late")
     assert rec.flush(0.1)
     assert [event["message"] for event in sink.created] == ["m"]
+
+
+def named(name: str) -> dict[str, Any]:
+    return {**JOB, "metadata": {**JOB["metadata"], "name": name, "uid": f"u-{name}"}}
+
+
+def test_a_slow_write_holds_up_only_the_events_of_objects_on_its_writer() -> None:
+    sink = FakeSink()
+    sink.gate = threading.Event()
+    sink.gated_name = "a"
+    rec = recorder(sink, writers=4)
+    rec.normal(named("a"), "R", "stuck")
+    assert sink.entered.wait(5)
+    rec.normal(named("b"), "R", "through")  # "team/b" goes to another writer than "team/a"
+    assert not rec.flush(0.5)
+    assert [event["message"] for event in sink.created] == ["through"]
+    sink.gate.set()
+    assert rec.flush()
+    assert sorted(event["message"] for event in sink.created) == ["stuck", "through"]
+    rec.stop()
+
+
+def test_one_objects_events_are_written_in_the_order_recorded() -> None:
+    sink = FakeSink()
+    rec = recorder(sink, writers=4)
+    for step in range(20):
+        for name in "abcdefgh":
+            rec.normal(named(name), "R", f"{name}{step}")
+    assert rec.flush()
+    for name in "abcdefgh":
+        written = [
+            event["message"] for event in sink.created if event["involvedObject"]["name"] == name
+        ]
+        assert written == [f"{name}{step}" for step in range(20)]
+    rec.stop()
