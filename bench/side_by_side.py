@@ -681,7 +681,10 @@ def raw_ceiling(
 
 # --- the report ---------------------------------------------------------------------------
 
-ROWS: tuple[tuple[str, str, str], ...] = (
+# A row of a comparison table: its title, the key of the figure in each phase, its format.
+Row = tuple[str, str, str]
+
+ROWS: tuple[Row, ...] = (
     ("jobs/s", "jobs_per_second", "{:.2f}"),
     ("p50 submission to launcher (s)", "latency_p50_s", "{:.2f}"),
     ("p99 submission to launcher (s)", "latency_p99_s", "{:.2f}"),
@@ -696,28 +699,53 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("restart: resync of N jobs (s)", "resync_s", "{:.2f}"),
     ("restart: peak RSS (MiB)", "restart_peak_rss_mib", "{:.0f}"),
 )
+COMPARISON_HEADER = ("| metric | ours | upstream | ours / upstream |", "|---|---|---|---|")
+
+
+def average(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
 
 
 def mean(phases: list[dict[str, Any]], key: str) -> float:
     """Over the phases that measured ``key`` (NaN when none did)."""
-    values = [p[key] for p in phases if key in p]
-    return statistics.fmean(values) if values else float("nan")
+    return average([p[key] for p in phases if key in p])
+
+
+def of_operator(phases: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    return [p for p in phases if p["operator"] == label]
+
+
+def comparison_rows(phases: list[dict[str, Any]], rows: tuple[Row, ...]) -> list[str]:
+    """``| title | ours | upstream | ours / upstream |`` for each row: the means over each
+    operator's phases and their ratio."""
+    lines = []
+    for title, key, fmt in rows:
+        a, b = (mean(of_operator(phases, who), key) for who in ("ours", "upstream"))
+        ratio = f"{a / b:.2f}x" if b else "n/a"
+        lines.append(f"| {title} | {fmt.format(a)} | {fmt.format(b)} | {ratio} |")
+    return lines
+
+
+def by_kind_table(phases: list[dict[str, Any]], column: str, parts: list[str], fmt: str) -> str:
+    """``| <column> | ours | upstream |``: each request kind (verb and resource) in the phases'
+    ``parts`` (counts by kind), part after part, the mean over each operator's phases (a phase
+    without the kind counts 0)."""
+    lines = [f"| {column} | ours | upstream |", "|---|---|---|"]
+    for part in parts:
+        for kind in sorted({k for p in phases for k in p[part]}):
+            a, b = (
+                average([p[part].get(kind, 0.0) for p in of_operator(phases, who)])
+                for who in ("ours", "upstream")
+            )
+            lines.append(f"| {kind} | {fmt.format(a)} | {fmt.format(b)} |")
+    return "\n".join(lines)
 
 
 def table(phases: list[dict[str, Any]], ceiling: list[dict[str, Any]], writes: float) -> str:
-    ours = [p for p in phases if p["operator"] == "ours"]
-    upstream = [p for p in phases if p["operator"] == "upstream"]
-    lines = [
-        "| metric | ours | upstream | ours / upstream |",
-        "|---|---|---|---|",
-    ]
-    for title, key, fmt in ROWS:
-        a, b = mean(ours, key), mean(upstream, key)
-        ratio = f"{a / b:.2f}x" if b else "n/a"
-        lines.append(f"| {title} | {fmt.format(a)} | {fmt.format(b)} | {ratio} |")
+    lines = [*COMPARISON_HEADER, *comparison_rows(phases, ROWS)]
     # A whole job costs the API server the user's create and the operator's writes.
     per_job = writes + 1
-    ours_rate = mean(ours, "jobs_per_second")
+    ours_rate = mean(of_operator(phases, "ours"), "jobs_per_second")
     for result in ceiling:
         jobs = result["objects_per_second"] / per_job
         lines.append(
@@ -728,30 +756,10 @@ def table(phases: list[dict[str, Any]], ceiling: list[dict[str, Any]], writes: f
     return "\n".join(lines)
 
 
-def writes_table(phases: list[dict[str, Any]]) -> str:
-    kinds = sorted({k for p in phases for k in p["writes_by_kind_per_job"]})
-    lines = ["| write | ours | upstream |", "|---|---|---|"]
-    for kind in kinds:
-        row = [
-            mean(
-                [
-                    {"writes": p["writes_by_kind_per_job"].get(kind, 0.0)}
-                    for p in phases
-                    if p["operator"] == who
-                ],
-                "writes",
-            )
-            for who in ("ours", "upstream")
-        ]
-        lines.append(f"| {kind} | {row[0]:.2f} | {row[1]:.2f} |")
-    return "\n".join(lines)
-
-
 def check(phases: list[dict[str, Any]]) -> list[str]:
     """Breaches of bench/thresholds.yaml's ``side_by_side`` limits (ours, mean of the rounds)."""
     limits = yaml.safe_load(create_jobs.THRESHOLDS.read_text())["side_by_side"]
-    ours = [p for p in phases if p["operator"] == "ours"]
-    upstream = [p for p in phases if p["operator"] == "upstream"]
+    ours, upstream = of_operator(phases, "ours"), of_operator(phases, "upstream")
     breaches = [
         f"{p['operator']} in {p['namespace']}: {what}"
         for p in phases
@@ -910,10 +918,10 @@ def main() -> int:
         for result in ceiling:
             print(f"raw ceiling, {result['clients']} clients: {result['objects_per_second']:.0f}/s")
         return 0
-    ours_writes = mean([p for p in phases if p["operator"] == "ours"], "writes_per_job")
+    ours_writes = mean(of_operator(phases, "ours"), "writes_per_job")
     print(table(phases, ceiling, ours_writes))
     print()
-    print(writes_table(phases))
+    print(by_kind_table(phases, "write", ["writes_by_kind_per_job"], "{:.2f}"))
     return create_jobs.exit_code(check(phases))
 
 
