@@ -152,13 +152,12 @@ def restart(
     try:
         ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
         first = wait_synced(label, log_path, keys, operator, args.resync_timeout)
-        end = audit.settle(offset, args.settle_timeout)
+        requests = audit.settle(offset, args.settle_timeout)
         operator.check_alive()
         cpu = side_by_side.cpu_seconds(operator.process.pid)
         peak, current = rss_mib(operator.process.pid)
     finally:
         operator.stop()
-    requests = audit.requests(offset, end)
     return {
         "operator": label,
         "round": round_number,

@@ -141,6 +141,15 @@ def is_job_write(event: dict[str, Any]) -> bool:
     return event.get("verb") in WRITE_VERBS and resource != "leases"
 
 
+def operator_events(lines: bytes) -> Iterator[dict[str, Any]]:
+    """The ServiceAccount's events in whole lines of the audit log."""
+    for line in lines.splitlines():
+        if line.strip():
+            event = json.loads(line)
+            if (event.get("user") or {}).get("username") == SA_USER:
+                yield event
+
+
 class AuditLog:
     """The API server's audit log as one stream of bytes: the API server rotates the file at
     100 MB (renamed to ``audit-<time>.log``, oldest first by name), so an offset counts the
@@ -156,43 +165,39 @@ class AuditLog:
     def offset(self) -> int:
         return sum(size for _, size in self._files())
 
-    def events(self, start: int, end: int | None = None) -> Iterator[dict[str, Any]]:
-        """Whole lines from ``start`` up to ``end`` (default: what is there now)."""
+    def _read(self, start: int) -> bytes:
+        """The bytes from ``start`` up to what is there now."""
         chunks = []
         base = 0
         for path, size in self._files():
-            low, high = max(start - base, 0), size if end is None else min(end - base, size)
-            if high > low:
+            low = max(start - base, 0)
+            if size > low:
                 with path.open("rb") as log:
                     log.seek(low)
-                    chunks.append(log.read(high - low))
+                    chunks.append(log.read(size - low))
             base += size
-        for line in b"".join(chunks).splitlines():
-            if line.strip():
-                event = json.loads(line)
-                if (event.get("user") or {}).get("username") == SA_USER:
-                    yield event
+        return b"".join(chunks)
 
-    def requests(self, start: int, end: int) -> Requests:
+    def settle(self, start: int, timeout: float) -> Requests:
+        """Wait until no write (but the Lease's) has been logged for QUIET_SECONDS; the
+        operator's requests from ``start`` until then, counted as they are read."""
         counted = Requests()
-        for event in self.events(start, end):
-            counted.add(event)
-        return counted
-
-    def settle(self, start: int, timeout: float) -> int:
-        """Wait until no write (but the Lease's) has been logged for QUIET_SECONDS; the offset."""
         deadline = time.monotonic() + timeout
         seen = start
         last_write = time.monotonic()
         while time.monotonic() < deadline:
-            end = self.offset()
-            if any(is_job_write(e) for e in self.events(seen, end)):
-                last_write = time.monotonic()
-            seen = end
+            data = self._read(seen)
+            # A line the API server is still writing is read whole the next time.
+            whole = data[: data.rfind(b"\n") + 1]
+            seen += len(whole)
+            for event in operator_events(whole):
+                counted.add(event)
+                if is_job_write(event):
+                    last_write = time.monotonic()
             if time.monotonic() - last_write >= QUIET_SECONDS:
-                return seen
+                break
             time.sleep(0.5)
-        return seen
+        return counted
 
 
 # --- the operators ------------------------------------------------------------------------
@@ -493,9 +498,9 @@ def settled_usage(
 ) -> tuple[Requests, float, float]:
     """Once the operator has stopped writing: its requests since ``since``, CPU s, peak RSS."""
     operator.check_alive()
-    end = audit.settle(since, timeout)
+    requests = audit.settle(since, timeout)
     cpu, rss = operator.usage()
-    return audit.requests(since, end), cpu, rss
+    return requests, cpu, rss
 
 
 def job_names(count: int) -> list[str]:
