@@ -37,7 +37,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -257,8 +256,7 @@ def main() -> int:
         args.create_queue_rate_limit,
         args.create_queue_burst,
     )
-    args.work = Path(tempfile.mkdtemp(prefix="restart-resync-"))
-    print(f"operator logs and the audit policy in {args.work}", file=sys.stderr)
+    args.work = side_by_side.work_dir("restart-resync-")
     setup: list[dict[str, Any]] = []
     restarts: list[dict[str, Any]] = []
     nodes = 2 * args.jobs * (args.workers + 1) // 100 + 2

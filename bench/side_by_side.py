@@ -837,6 +837,13 @@ def add_bench_flags(parser: argparse.ArgumentParser, cluster_name: str) -> None:
     parser.add_argument("--settle-timeout", type=float, default=300)
 
 
+def work_dir(prefix: str) -> Path:
+    """A fresh directory for the operators' logs and the audit policy (named on stderr)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    print(f"operator logs and the audit policy in {work}", file=sys.stderr)
+    return work
+
+
 def interleaved(operators: list[str], rounds: int) -> Iterator[tuple[int, str]]:
     """``(round, operator)`` in run order: ours, upstream; upstream, ours; and so on, so that
     neither always runs on the fresher cluster."""
@@ -890,8 +897,7 @@ def main() -> int:
         args.controller_queue_rate_limit,
         args.controller_queue_burst,
     )
-    args.work = Path(tempfile.mkdtemp(prefix="side-by-side-"))
-    print(f"operator logs and the audit policy in {args.work}", file=sys.stderr)
+    args.work = work_dir("side-by-side-")
     nodes = args.jobs * (args.workers + 1) // 100 + 2
     phases: list[dict[str, Any]] = []
     ceiling: list[dict[str, Any]] = []
