@@ -36,9 +36,7 @@ import itertools
 import json
 import os
 import re
-import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -153,13 +151,12 @@ def restart(
     try:
         ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
         first = wait_synced(label, log_path, keys, operator, args.resync_timeout)
-        end = audit.settle(offset, args.settle_timeout)
+        requests = audit.settle(offset, args.settle_timeout)
         operator.check_alive()
         cpu = side_by_side.cpu_seconds(operator.process.pid)
         peak, current = rss_mib(operator.process.pid)
     finally:
         operator.stop()
-    requests = audit.requests(offset, end)
     return {
         "operator": label,
         "round": round_number,
@@ -179,47 +176,29 @@ def restart(
     }
 
 
-ROWS: tuple[tuple[str, str, str], ...] = (
-    ("start to ready (s)", "start_to_ready_s", "{:.2f}"),
-    ("start to every job synced once (s)", "start_to_resynced_s", "{:.2f}"),
-    ("API writes", "writes", "{:.0f}"),
-    ("API reads (lists and watches)", "reads", "{:.0f}"),
-    ("CPU, start to settled (s)", "cpu_seconds", "{:.1f}"),
-    ("peak RSS (MiB)", "peak_rss_mib", "{:.0f}"),
-    ("RSS once settled (MiB)", "rss_mib", "{:.0f}"),
+ROWS: tuple[side_by_side.Row, ...] = (
+    ("restart: start to ready (s)", "start_to_ready_s", "{:.2f}"),
+    ("restart: start to every job synced once (s)", "start_to_resynced_s", "{:.2f}"),
+    ("restart: API writes", "writes", "{:.0f}"),
+    ("restart: API reads (lists and watches)", "reads", "{:.0f}"),
+    ("restart: CPU, start to settled (s)", "cpu_seconds", "{:.1f}"),
+    ("restart: peak RSS (MiB)", "peak_rss_mib", "{:.0f}"),
+    ("restart: RSS once settled (MiB)", "rss_mib", "{:.0f}"),
+)
+SETUP_ROWS: tuple[side_by_side.Row, ...] = (
+    ("first run (created them): peak RSS (MiB)", "peak_rss_mib", "{:.0f}"),
+    ("first run (created them): RSS once settled (MiB)", "rss_mib", "{:.0f}"),
 )
 
 
 def table(setup: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> str:
-    def mean(rows: list[dict[str, Any]], who: str, key: str) -> float:
-        values = [r[key] for r in rows if r["operator"] == who]
-        return statistics.fmean(values) if values else float("nan")
-
-    lines = ["| metric | ours | upstream | ours / upstream |", "|---|---|---|---|"]
-    for title, key, fmt in ROWS:
-        a, b = mean(restarts, "ours", key), mean(restarts, "upstream", key)
-        ratio = f"{a / b:.2f}x" if b else "n/a"
-        lines.append(f"| restart: {title} | {fmt.format(a)} | {fmt.format(b)} | {ratio} |")
-    for title, key in (("peak RSS", "peak_rss_mib"), ("RSS once settled", "rss_mib")):
-        a, b = mean(setup, "ours", key), mean(setup, "upstream", key)
-        title = f"first run (created them): {title} (MiB)"
-        lines.append(f"| {title} | {a:.0f} | {b:.0f} | {a / b:.2f}x |")
-    return "\n".join(lines)
-
-
-def requests_table(restarts: list[dict[str, Any]]) -> str:
-    lines = ["| request | ours | upstream |", "|---|---|---|"]
-    for part in ("writes_by_kind", "reads_by_kind"):
-        kinds = sorted({k for r in restarts for k in r[part]})
-        for kind in kinds:
-            cells = [
-                statistics.fmean([r[part].get(kind, 0) for r in restarts if r["operator"] == who])
-                if any(r["operator"] == who for r in restarts)
-                else float("nan")
-                for who in ("ours", "upstream")
-            ]
-            lines.append(f"| {kind} | {cells[0]:.1f} | {cells[1]:.1f} |")
-    return "\n".join(lines)
+    return "\n".join(
+        [
+            *side_by_side.COMPARISON_HEADER,
+            *side_by_side.comparison_rows(restarts, ROWS),
+            *side_by_side.comparison_rows(setup, SETUP_ROWS),
+        ]
+    )
 
 
 def check(setup: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> list[str]:
@@ -277,8 +256,7 @@ def main() -> int:
         args.create_queue_rate_limit,
         args.create_queue_burst,
     )
-    args.work = Path(tempfile.mkdtemp(prefix="restart-resync-"))
-    print(f"operator logs and the audit policy in {args.work}", file=sys.stderr)
+    args.work = side_by_side.work_dir("restart-resync-")
     setup: list[dict[str, Any]] = []
     restarts: list[dict[str, Any]] = []
     nodes = 2 * args.jobs * (args.workers + 1) // 100 + 2
@@ -327,7 +305,11 @@ def main() -> int:
     if restarts:
         print(table(setup, restarts))
         print()
-        print(requests_table(restarts))
+        print(
+            side_by_side.by_kind_table(
+                restarts, "request", ["writes_by_kind", "reads_by_kind"], "{:.1f}"
+            )
+        )
     return create_jobs.exit_code(check(setup, restarts))
 
 

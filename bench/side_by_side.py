@@ -141,6 +141,15 @@ def is_job_write(event: dict[str, Any]) -> bool:
     return event.get("verb") in WRITE_VERBS and resource != "leases"
 
 
+def operator_events(lines: bytes) -> Iterator[dict[str, Any]]:
+    """The ServiceAccount's events in whole lines of the audit log."""
+    for line in lines.splitlines():
+        if line.strip():
+            event = json.loads(line)
+            if (event.get("user") or {}).get("username") == SA_USER:
+                yield event
+
+
 class AuditLog:
     """The API server's audit log as one stream of bytes: the API server rotates the file at
     100 MB (renamed to ``audit-<time>.log``, oldest first by name), so an offset counts the
@@ -156,43 +165,39 @@ class AuditLog:
     def offset(self) -> int:
         return sum(size for _, size in self._files())
 
-    def events(self, start: int, end: int | None = None) -> Iterator[dict[str, Any]]:
-        """Whole lines from ``start`` up to ``end`` (default: what is there now)."""
+    def _read(self, start: int) -> bytes:
+        """The bytes from ``start`` up to what is there now."""
         chunks = []
         base = 0
         for path, size in self._files():
-            low, high = max(start - base, 0), size if end is None else min(end - base, size)
-            if high > low:
+            low = max(start - base, 0)
+            if size > low:
                 with path.open("rb") as log:
                     log.seek(low)
-                    chunks.append(log.read(high - low))
+                    chunks.append(log.read(size - low))
             base += size
-        for line in b"".join(chunks).splitlines():
-            if line.strip():
-                event = json.loads(line)
-                if (event.get("user") or {}).get("username") == SA_USER:
-                    yield event
+        return b"".join(chunks)
 
-    def requests(self, start: int, end: int) -> Requests:
+    def settle(self, start: int, timeout: float) -> Requests:
+        """Wait until no write (but the Lease's) has been logged for QUIET_SECONDS; the
+        operator's requests from ``start`` until then, counted as they are read."""
         counted = Requests()
-        for event in self.events(start, end):
-            counted.add(event)
-        return counted
-
-    def settle(self, start: int, timeout: float) -> int:
-        """Wait until no write (but the Lease's) has been logged for QUIET_SECONDS; the offset."""
         deadline = time.monotonic() + timeout
         seen = start
         last_write = time.monotonic()
         while time.monotonic() < deadline:
-            end = self.offset()
-            if any(is_job_write(e) for e in self.events(seen, end)):
-                last_write = time.monotonic()
-            seen = end
+            data = self._read(seen)
+            # A line the API server is still writing is read whole the next time.
+            whole = data[: data.rfind(b"\n") + 1]
+            seen += len(whole)
+            for event in operator_events(whole):
+                counted.add(event)
+                if is_job_write(event):
+                    last_write = time.monotonic()
             if time.monotonic() - last_write >= QUIET_SECONDS:
-                return seen
+                break
             time.sleep(0.5)
-        return seen
+        return counted
 
 
 # --- the operators ------------------------------------------------------------------------
@@ -493,9 +498,9 @@ def settled_usage(
 ) -> tuple[Requests, float, float]:
     """Once the operator has stopped writing: its requests since ``since``, CPU s, peak RSS."""
     operator.check_alive()
-    end = audit.settle(since, timeout)
+    requests = audit.settle(since, timeout)
     cpu, rss = operator.usage()
-    return audit.requests(since, end), cpu, rss
+    return requests, cpu, rss
 
 
 def job_names(count: int) -> list[str]:
@@ -681,7 +686,10 @@ def raw_ceiling(
 
 # --- the report ---------------------------------------------------------------------------
 
-ROWS: tuple[tuple[str, str, str], ...] = (
+# A row of a comparison table: its title, the key of the figure in each phase, its format.
+Row = tuple[str, str, str]
+
+ROWS: tuple[Row, ...] = (
     ("jobs/s", "jobs_per_second", "{:.2f}"),
     ("p50 submission to launcher (s)", "latency_p50_s", "{:.2f}"),
     ("p99 submission to launcher (s)", "latency_p99_s", "{:.2f}"),
@@ -696,28 +704,53 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("restart: resync of N jobs (s)", "resync_s", "{:.2f}"),
     ("restart: peak RSS (MiB)", "restart_peak_rss_mib", "{:.0f}"),
 )
+COMPARISON_HEADER = ("| metric | ours | upstream | ours / upstream |", "|---|---|---|---|")
+
+
+def average(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
 
 
 def mean(phases: list[dict[str, Any]], key: str) -> float:
     """Over the phases that measured ``key`` (NaN when none did)."""
-    values = [p[key] for p in phases if key in p]
-    return statistics.fmean(values) if values else float("nan")
+    return average([p[key] for p in phases if key in p])
+
+
+def of_operator(phases: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    return [p for p in phases if p["operator"] == label]
+
+
+def comparison_rows(phases: list[dict[str, Any]], rows: tuple[Row, ...]) -> list[str]:
+    """``| title | ours | upstream | ours / upstream |`` for each row: the means over each
+    operator's phases and their ratio."""
+    lines = []
+    for title, key, fmt in rows:
+        a, b = (mean(of_operator(phases, who), key) for who in ("ours", "upstream"))
+        ratio = f"{a / b:.2f}x" if b else "n/a"
+        lines.append(f"| {title} | {fmt.format(a)} | {fmt.format(b)} | {ratio} |")
+    return lines
+
+
+def by_kind_table(phases: list[dict[str, Any]], column: str, parts: list[str], fmt: str) -> str:
+    """``| <column> | ours | upstream |``: each request kind (verb and resource) in the phases'
+    ``parts`` (counts by kind), part after part, the mean over each operator's phases (a phase
+    without the kind counts 0)."""
+    lines = [f"| {column} | ours | upstream |", "|---|---|---|"]
+    for part in parts:
+        for kind in sorted({k for p in phases for k in p[part]}):
+            a, b = (
+                average([p[part].get(kind, 0.0) for p in of_operator(phases, who)])
+                for who in ("ours", "upstream")
+            )
+            lines.append(f"| {kind} | {fmt.format(a)} | {fmt.format(b)} |")
+    return "\n".join(lines)
 
 
 def table(phases: list[dict[str, Any]], ceiling: list[dict[str, Any]], writes: float) -> str:
-    ours = [p for p in phases if p["operator"] == "ours"]
-    upstream = [p for p in phases if p["operator"] == "upstream"]
-    lines = [
-        "| metric | ours | upstream | ours / upstream |",
-        "|---|---|---|---|",
-    ]
-    for title, key, fmt in ROWS:
-        a, b = mean(ours, key), mean(upstream, key)
-        ratio = f"{a / b:.2f}x" if b else "n/a"
-        lines.append(f"| {title} | {fmt.format(a)} | {fmt.format(b)} | {ratio} |")
+    lines = [*COMPARISON_HEADER, *comparison_rows(phases, ROWS)]
     # A whole job costs the API server the user's create and the operator's writes.
     per_job = writes + 1
-    ours_rate = mean(ours, "jobs_per_second")
+    ours_rate = mean(of_operator(phases, "ours"), "jobs_per_second")
     for result in ceiling:
         jobs = result["objects_per_second"] / per_job
         lines.append(
@@ -728,30 +761,10 @@ def table(phases: list[dict[str, Any]], ceiling: list[dict[str, Any]], writes: f
     return "\n".join(lines)
 
 
-def writes_table(phases: list[dict[str, Any]]) -> str:
-    kinds = sorted({k for p in phases for k in p["writes_by_kind_per_job"]})
-    lines = ["| write | ours | upstream |", "|---|---|---|"]
-    for kind in kinds:
-        row = [
-            mean(
-                [
-                    {"writes": p["writes_by_kind_per_job"].get(kind, 0.0)}
-                    for p in phases
-                    if p["operator"] == who
-                ],
-                "writes",
-            )
-            for who in ("ours", "upstream")
-        ]
-        lines.append(f"| {kind} | {row[0]:.2f} | {row[1]:.2f} |")
-    return "\n".join(lines)
-
-
 def check(phases: list[dict[str, Any]]) -> list[str]:
     """Breaches of bench/thresholds.yaml's ``side_by_side`` limits (ours, mean of the rounds)."""
     limits = yaml.safe_load(create_jobs.THRESHOLDS.read_text())["side_by_side"]
-    ours = [p for p in phases if p["operator"] == "ours"]
-    upstream = [p for p in phases if p["operator"] == "upstream"]
+    ours, upstream = of_operator(phases, "ours"), of_operator(phases, "upstream")
     breaches = [
         f"{p['operator']} in {p['namespace']}: {what}"
         for p in phases
@@ -824,6 +837,13 @@ def add_bench_flags(parser: argparse.ArgumentParser, cluster_name: str) -> None:
     parser.add_argument("--settle-timeout", type=float, default=300)
 
 
+def work_dir(prefix: str) -> Path:
+    """A fresh directory for the operators' logs and the audit policy (named on stderr)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    print(f"operator logs and the audit policy in {work}", file=sys.stderr)
+    return work
+
+
 def interleaved(operators: list[str], rounds: int) -> Iterator[tuple[int, str]]:
     """``(round, operator)`` in run order: ours, upstream; upstream, ours; and so on, so that
     neither always runs on the fresher cluster."""
@@ -877,8 +897,7 @@ def main() -> int:
         args.controller_queue_rate_limit,
         args.controller_queue_burst,
     )
-    args.work = Path(tempfile.mkdtemp(prefix="side-by-side-"))
-    print(f"operator logs and the audit policy in {args.work}", file=sys.stderr)
+    args.work = work_dir("side-by-side-")
     nodes = args.jobs * (args.workers + 1) // 100 + 2
     phases: list[dict[str, Any]] = []
     ceiling: list[dict[str, Any]] = []
@@ -910,10 +929,10 @@ def main() -> int:
         for result in ceiling:
             print(f"raw ceiling, {result['clients']} clients: {result['objects_per_second']:.0f}/s")
         return 0
-    ours_writes = mean([p for p in phases if p["operator"] == "ours"], "writes_per_job")
+    ours_writes = mean(of_operator(phases, "ours"), "writes_per_job")
     print(table(phases, ceiling, ours_writes))
     print()
-    print(writes_table(phases))
+    print(by_kind_table(phases, "write", ["writes_by_kind_per_job"], "{:.2f}"))
     return create_jobs.exit_code(check(phases))
 
 
