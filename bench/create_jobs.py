@@ -14,7 +14,8 @@ the jobs as fast as the API server takes them, and records, for each job, when i
 * API write requests per job once the operator is idle again, by verb and resource, from the
   operator's own request counter,
   and how many of them met a 409 (a conflict, or AlreadyExists);
-* the operator's peak resident memory (VmHWM).
+* the operator's peak resident memory (VmHWM);
+* the operator's CPU (user + system) from just before the first submission to settled, per job.
 
 Results are compared with ``bench/thresholds.yaml``; a breach is printed and makes the exit code
 1, so a regression is visible without any timing assertion in the test suite.
@@ -132,6 +133,13 @@ def settled(port: int, timeout: float, quiet: float = 5.0) -> dict[tuple[str, st
     return last
 
 
+def cpu_seconds(pid: int) -> float:
+    # Fields after the command name: utime and stime are the 12th and 13th, in clock ticks.
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -229,6 +237,7 @@ def measure(
             GROUP, VERSION, NAMESPACE, PLURAL, job_manifest(name, args.workers)
         )
 
+    cpu_at_start = cpu_seconds(operator.pid)
     start = time.monotonic()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(submit, names))
@@ -237,6 +246,7 @@ def measure(
     if operator.poll() is not None:
         raise RuntimeError(f"the operator exited with {operator.returncode}")
     after = settled(metrics_port, args.settle_timeout)
+    cpu_ms_per_job = 1000 * (cpu_seconds(operator.pid) - cpu_at_start) / len(names)
     latencies = [launched[name] - submitted[name] for name in finished]
     span = max(launched[name] for name in finished) - start if finished else float("nan")
     conflicts = after.pop(CONFLICTS, 0) - before.pop(CONFLICTS, 0)
@@ -257,6 +267,7 @@ def measure(
         "writes_per_job_total": round(sum(writes.values()), 2),
         "conflicts_per_job": round(conflicts / len(names), 2),
         "peak_rss_mib": round(peak_rss_mib(operator.pid), 1),
+        "cpu_ms_per_job": round(cpu_ms_per_job, 1),
         "operator_source": str(args.operator_source or REPO),
         "operator_flags": {
             "threadiness": args.threadiness,

@@ -16,17 +16,19 @@ The loop, as client-go's reflector runs it:
    the process there, as credentials or RBAC will not fix themselves.
 
 Objects pass through ``transform`` before they are stored (by default dropping
-``metadata.managedFields``, a large share of every object that no controller reads).
+``metadata.managedFields``, a large share of every object that no controller reads), then
+through :func:`share_strings`, so that the cache holds one copy of each key and short value.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from mpi_operator.runtime.client import (
     ApiError,
@@ -57,6 +59,53 @@ def strip_managed_fields(obj: Object) -> Object:
     """Drop ``metadata.managedFields`` (in place: the object was just decoded for us alone)."""
     metadata(obj).pop("managedFields", None)
     return obj
+
+
+# Values up to this length are shared: enough for constants ("True", "Running", API versions,
+# kinds, images), label values and timestamps; not uids (36), SSH keys, scripts or messages.
+SHARED_VALUE_MAX_LEN = 32
+# Deeper than this an object is stored as decoded: Kubernetes objects nest about 12 levels, and a
+# bound keeps the walk's recursion far below the interpreter's limit whatever the server sends.
+SHARED_MAX_DEPTH = 64
+# sys.intern's table drops a string once nothing else refers to it (CPython 3.11, 3.12.5+, 3.13),
+# so strings of deleted objects do not pile up. Where interned strings are immortal (3.12.0-3.12.4,
+# free-threaded builds) every resourceVersion ever seen would stay: there nothing is shared.
+_INTERNED_ARE_MORTAL = sys.getrefcount(sys.intern(f"probe-{id(object())}")) < 2**20
+
+
+def share_strings(obj: Object) -> Object:
+    """``obj`` with its dict keys and its short string values interned.
+
+    ``json.loads`` shares a key's string only within one document, so every object decoded
+    from its own watch event would otherwise carry its own "metadata", "labels", "True"...;
+    across a cache of thousands of objects those copies are a large share of its memory.
+    """
+    if not _INTERNED_ARE_MORTAL:
+        return obj
+    shared: Object = _shared(obj, SHARED_MAX_DEPTH)
+    return shared
+
+
+def _shared(node: Any, depth: int) -> Any:
+    kind = type(node)
+    if kind is str:
+        return sys.intern(node) if len(node) <= SHARED_VALUE_MAX_LEN else node
+    if depth == 0 or (kind is not dict and kind is not list):
+        return node
+    if kind is list:
+        return [_shared(item, depth - 1) for item in node]
+    # A dict's values are handled inline, not by a call each: this runs on every event the
+    # cache sees, and most values are strings.
+    shared: dict[str, Any] = {}
+    for key, value in node.items():
+        kind = type(value)
+        if kind is str:
+            if len(value) <= SHARED_VALUE_MAX_LEN:
+                value = sys.intern(value)
+        elif kind is dict or kind is list:
+            value = _shared(value, depth - 1)
+        shared[sys.intern(key)] = value
+    return shared
 
 
 def chain_transforms(*transforms: Transform) -> Transform:
@@ -219,7 +268,9 @@ class Reflector:
         self._source = source
         self._store = store
         self._handler = handler
-        self._transform = transform
+        self._transform = (
+            share_strings if transform is None else chain_transforms(transform, share_strings)
+        )
         self._on_fatal = on_fatal
         self._clock = clock
         self._rng = rng or random.Random()
@@ -344,7 +395,7 @@ class Reflector:
             if event_type not in (ADDED, MODIFIED, DELETED):
                 log.warning("%s: ignoring watch event of type %r", self.name, event_type)
                 continue
-            obj = self._transformed(obj)
+            obj = self._transform(obj)
             self._apply(event_type, obj)
             self._resource_version = resource_version_of(obj) or self._resource_version
         return received
@@ -375,9 +426,6 @@ class Reflector:
             callback(obj)
         except Exception:
             log.exception("%s: event handler failed", self.name)
-
-    def _transformed(self, obj: Object) -> Object:
-        return self._transform(obj) if self._transform is not None else obj
 
     def _failed(self, error: ApiError) -> None:
         if is_unauthorized(error) or is_forbidden(error):

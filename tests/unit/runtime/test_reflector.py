@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections import deque
@@ -14,11 +15,14 @@ from mpi_operator.runtime.client import ApiError, ListResult, WatchEvent
 from mpi_operator.runtime.clock import FakeClock
 from mpi_operator.runtime.informer import Informer
 from mpi_operator.runtime.reflector import (
+    SHARED_MAX_DEPTH,
+    SHARED_VALUE_MAX_LEN,
     Backoff,
     EventHandler,
     Reflector,
     Transform,
     chain_transforms,
+    share_strings,
     strip_managed_fields,
 )
 from mpi_operator.runtime.store import Store
@@ -262,6 +266,58 @@ def test_default_transform_strips_managed_fields_only() -> None:
     assert obj is not None
     assert "managedFields" not in obj["metadata"]
     assert obj["spec"] == {"keep": True}
+
+
+def decoded(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as a watch event of its own brings it: from a ``json.loads`` of its own."""
+    result: dict[str, Any] = json.loads(json.dumps(obj))
+    return result
+
+
+def test_objects_listed_and_watched_share_keys_and_short_values() -> None:
+    source = FakeSource()
+    labels = {"training.kubeflow.org/job-role": "worker"}
+    uid = "7293aad3-3f37-4a0c-b931-6973d31ca537"
+    source.lists.append(ListResult([decoded(pod("a", "1", status={"phase": "Running"}))], "1"))
+    source.watches.append(
+        [("ADDED", decoded(pod("b", "2", status={"phase": "Running"}, labels=labels, uid=uid)))]
+    )
+    store, _, _ = run_script(source, transform=None)
+    a, b = store.get("ns/a"), store.get("ns/b")
+    assert a is not None and b is not None
+    (a_status,) = (key for key in a if key == "status")
+    (b_status,) = (key for key in b if key == "status")
+    assert a_status is b_status
+    assert a["status"]["phase"] is b["status"]["phase"]
+    (watched_label,) = b["labels"]
+    assert watched_label is share_strings(decoded({"labels": labels}))["labels"].popitem()[0]
+    assert b["uid"] is not share_strings(decoded({"uid": uid}))["uid"]
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"metadata": {"name": "a"}, "spec": {"replicas": 2, "ok": True, "none": None, "f": 1.5}},
+        {"list": [[["x" * SHARED_VALUE_MAX_LEN, "y" * (SHARED_VALUE_MAX_LEN + 1)]], {"k": []}]},
+        {"k" * 2**20: "v" * 2**20},
+    ],
+    ids=["scalars", "nested lists", "a huge key and value"],
+)
+def test_sharing_strings_keeps_the_object_equal(obj: dict[str, Any]) -> None:
+    assert share_strings(decoded(obj)) == obj
+
+
+def test_sharing_strings_stops_at_a_bounded_depth() -> None:
+    # Deeper than the walk goes, yet within what json.loads decodes (about 1,000 levels).
+    depth = 900
+    text = '{"a":' * depth + '"leaf"' + "}" * depth
+    obj = json.loads(text)
+    shared = share_strings(obj)
+    assert shared == obj
+    original, copy = obj, shared
+    for _ in range(SHARED_MAX_DEPTH):
+        original, copy = original["a"], copy["a"]
+    assert copy is original
 
 
 def test_failing_handler_does_not_stop_the_cache() -> None:
