@@ -14,6 +14,7 @@ the jobs as fast as the API server takes them, and records, for each job, when i
 * API write requests per job once the operator is idle again, by verb and resource, from the
   operator's own request counter,
   and how many of them met a 409 (a conflict, or AlreadyExists);
+* the operator's CPU time per job, from just before the first submission until it is idle again;
 * the operator's peak resident memory (VmHWM).
 
 Results are compared with ``bench/thresholds.yaml``; a breach is printed and makes the exit code
@@ -139,6 +140,13 @@ def peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    # Fields after the command name: utime and stime are the 12th and 13th, in clock ticks.
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
@@ -195,6 +203,7 @@ def measure(
         raise RuntimeError("the operator's metrics never came up")
     time.sleep(2)  # let the caches sync before the clock starts
     before = scrape(metrics_port)
+    cpu_before = cpu_seconds(operator.pid)
     names = [f"bench-{i:05d}" for i in range(args.jobs)]
     launched: dict[str, float] = {}
     done = threading.Event()
@@ -237,6 +246,7 @@ def measure(
     if operator.poll() is not None:
         raise RuntimeError(f"the operator exited with {operator.returncode}")
     after = settled(metrics_port, args.settle_timeout)
+    cpu = cpu_seconds(operator.pid) - cpu_before
     latencies = [launched[name] - submitted[name] for name in finished]
     span = max(launched[name] for name in finished) - start if finished else float("nan")
     conflicts = after.pop(CONFLICTS, 0) - before.pop(CONFLICTS, 0)
@@ -256,6 +266,7 @@ def measure(
         "writes_per_job": writes,
         "writes_per_job_total": round(sum(writes.values()), 2),
         "conflicts_per_job": round(conflicts / len(names), 2),
+        "cpu_ms_per_job": round(1000 * cpu / len(names), 1),
         "peak_rss_mib": round(peak_rss_mib(operator.pid), 1),
         "operator_source": str(args.operator_source or REPO),
         "operator_flags": {

@@ -155,7 +155,7 @@ def restart(
         first = wait_synced(label, log_path, keys, operator, args.resync_timeout)
         end = audit.settle(offset, args.settle_timeout)
         operator.check_alive()
-        cpu = side_by_side.cpu_seconds(operator.process.pid)
+        cpu = create_jobs.cpu_seconds(operator.process.pid)
         peak, current = rss_mib(operator.process.pid)
     finally:
         operator.stop()

@@ -245,13 +245,6 @@ def upstream_command(binary: Path, kubeconfig: str, namespace: str, flags: Flags
     return [str(binary), f"--kubeConfig={kubeconfig}", *flags.common(namespace)]
 
 
-def cpu_seconds(pid: int) -> float:
-    # Fields after the command name: utime and stime are the 12th and 13th, in clock ticks.
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class Operator:
     """One operator process; its log in ``log_dir``."""
 
@@ -271,7 +264,7 @@ class Operator:
 
     def usage(self) -> tuple[float, float]:
         """CPU seconds so far and peak RSS (MiB)."""
-        return cpu_seconds(self.process.pid), create_jobs.peak_rss_mib(self.process.pid)
+        return create_jobs.cpu_seconds(self.process.pid), create_jobs.peak_rss_mib(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:
