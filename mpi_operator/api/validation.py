@@ -50,16 +50,22 @@ def parse_mpijob(obj: object) -> MPIJob:
 
 def validate(job: MPIJob) -> list[FieldError]:
     """Every problem of ``job``, evaluated with defaults applied."""
-    return list(_errors(with_defaults(job)))
+    return with_defaults_and_errors(job)[1]
+
+
+def with_defaults_and_errors(job: MPIJob) -> tuple[MPIJob, list[FieldError]]:
+    """:func:`with_defaults` of ``job`` and :func:`validate` of it, from one copy of the job
+    (a sync needs both, and the deep copy is the expensive part)."""
+    defaulted = with_defaults(job)
+    return defaulted, list(_errors(defaulted))
 
 
 def load_valid_mpijob(obj: object) -> MPIJob:
     """Parse and validate; returns the job with defaults applied."""
-    job = parse_mpijob(obj)
-    errors = validate(job)
+    job, errors = with_defaults_and_errors(parse_mpijob(obj))
     if errors:
         raise InvalidMPIJobError(errors)
-    return with_defaults(job)
+    return job
 
 
 def _errors(job: MPIJob) -> Iterator[FieldError]:

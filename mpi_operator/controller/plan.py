@@ -20,11 +20,10 @@ from gang import GangScheduler, StoredGang
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.defaults import with_defaults
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError
 from mpi_operator.api.meta import is_controlled_by
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.api.validation import parse_mpijob, validate
+from mpi_operator.api.validation import parse_mpijob, with_defaults_and_errors
 from mpi_operator.controller.conditions import is_finished, is_true, set_condition
 from mpi_operator.controller.status import (
     NORMAL,
@@ -143,10 +142,9 @@ def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -
         return plan
     if (raw.metadata or {}).get("deletionTimestamp"):
         return plan
-    errors = validate(raw)
+    job, errors = with_defaults_and_errors(raw)
     if errors:
         return _invalid(plan, errors)
-    job = with_defaults(raw)
     errors = render_errors(job, ctx.facts, ctx.gang)
     if errors:
         return _invalid(plan, errors)

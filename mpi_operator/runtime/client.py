@@ -765,12 +765,14 @@ class Client:
         headers: dict[str, str] = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
-        _, url, serialized_headers, serialized_body, _ = self._api.param_serialize(
+        # The body is left out: param_serialize would walk (and copy) all of it to turn typed
+        # models into dicts, and ours is plain JSON already. The REST layer encodes it as is.
+        _, url, serialized_headers, _, _ = self._api.param_serialize(
             method=method,
             resource_path=path,
             query_params=list(query or ()),
             header_params=headers,
-            body=body,
+            body=None,
             auth_settings=["BearerToken"],
         )
         # Impersonate-Group is repeated once per group: the API server reads every header
@@ -781,7 +783,7 @@ class Client:
             for group in self.impersonate_groups:
                 request_headers.add("Impersonate-Group", group)
         try:
-            response = self._transport(method, url, request_headers, serialized_body, timeout)
+            response = self._transport(method, url, request_headers, body, timeout)
         except (urllib3.exceptions.HTTPError, OSError) as error:
             API_REQUESTS.labels(verb, resource_label, NO_RESPONSE_CODE).inc()
             raise ApiError(0, type(error).__name__, str(error)) from error

@@ -217,8 +217,9 @@ class RateLimitingQueue:
             if pending is not None and pending[0] <= ready_at:
                 return
             self._quiet_since.pop(key, None)
-            self._schedule(key, ready_at)
-        self._wake.set()
+            sooner = self._schedule(key, ready_at)
+        if sooner:
+            self._wake.set()
 
     def add_when_quiet(self, key: str, quiet: float, longest: float) -> None:
         """Add ``key`` once ``quiet`` seconds pass without another such call for it, and at
@@ -232,11 +233,16 @@ class RateLimitingQueue:
             if pending is not None and key not in self._quiet_since:
                 return  # a retry is already due, sooner or later; it will see these events
             first = self._quiet_since.setdefault(key, now)
-            self._schedule(key, min(now + quiet, first + longest))
-        self._wake.set()
+            sooner = self._schedule(key, min(now + quiet, first + longest))
+        if sooner:
+            self._wake.set()
 
-    def _schedule(self, key: str, ready_at: float) -> None:
-        """(Holding the delay lock.) ``key``'s one pending deadline becomes ``ready_at``."""
+    def _schedule(self, key: str, ready_at: float) -> bool:
+        """(Holding the delay lock.) ``key``'s one pending deadline becomes ``ready_at``.
+
+        True when it is now the earliest in the heap: only then must the delay thread, asleep
+        until the previous earliest, be woken. (A stream of events, each pushing one key's
+        quiet deadline later, would otherwise wake it once per event for nothing.)"""
         seq = next(self._seq)
         self._waiting[key] = (ready_at, seq)
         heapq.heappush(self._heap, (ready_at, seq, key))
@@ -246,6 +252,7 @@ class RateLimitingQueue:
                 target=self._delay_loop, name=f"workqueue-{self.name}-delay", daemon=True
             )
             self._delay_thread.start()
+        return self._heap[0][1] == seq
 
     def pending_delayed(self) -> int:
         """Keys waiting for their delay to pass."""

@@ -6,8 +6,14 @@ from typing import Any
 
 import pytest
 
+from mpi_operator.api.defaults import with_defaults
 from mpi_operator.api.errors import InvalidMPIJobError
-from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob, validate
+from mpi_operator.api.validation import (
+    load_valid_mpijob,
+    parse_mpijob,
+    validate,
+    with_defaults_and_errors,
+)
 from mpi_operator.testing.wrappers import MPIJobWrapper, container
 
 QUANTITY_SYNTAX = (
@@ -307,3 +313,21 @@ def test_load_valid_mpijob_raises_with_all_errors() -> None:
     with pytest.raises(InvalidMPIJobError) as raised:
         load_valid_mpijob(MPIJobWrapper().replicas("Launcher", 0).slots_per_worker(-1).obj())
     assert len(raised.value.errors) == 2
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        MPIJobWrapper().workers(2),
+        MPIJobWrapper().implementation("MPICH").run_launcher_as_worker(),
+        MPIJobWrapper().replicas("Launcher", 0).slots_per_worker(-1),
+    ],
+    ids=["valid", "valid with launcher as worker", "invalid"],
+)
+def test_defaults_and_errors_together_are_those_of_each_alone(job: MPIJobWrapper) -> None:
+    raw = parse_mpijob(job.obj())
+    before = raw.model_dump()
+    defaulted, errors = with_defaults_and_errors(raw)
+    assert defaulted.model_dump() == with_defaults(raw).model_dump()
+    assert errors == validate(raw)
+    assert raw.model_dump() == before  # the input is left untouched

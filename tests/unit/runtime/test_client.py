@@ -54,6 +54,7 @@ class Seen:
     query: list[tuple[str, str]]
     headers: dict[str, list[str]]
     body: Any
+    raw: bytes
 
 
 @dataclass
@@ -75,7 +76,7 @@ def _handler(state: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 headers[key.lower()] = self.headers.get_all(key) or []
             state.seen.append(
                 Seen(self.command, url.path, parse_qsl(url.query), headers,
-                     json.loads(raw) if raw else None)
+                     json.loads(raw) if raw else None, raw)
             )  # fmt: skip
             reply = state.replies.popleft() if state.replies else Reply(404, {"kind": "x"})
             self.send_response(reply.status)
@@ -312,6 +313,63 @@ def test_writes_and_their_bodies(api: tuple[FakeApiServer, Client]) -> None:
                                    "propagationPolicy": "Background",
                                    "preconditions": {"uid": "u"}}  # fmt: skip
     assert requests("update", "mpijobs/status", "200") == before + 1
+
+
+def test_bodies_and_headers_are_those_the_official_serialization_sends(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+           "metadata": {"name": "pi", "namespace": "ns", "labels": {"é": "ü"}},
+           "spec": {"slotsPerWorker": 1, "runPolicy": {"suspend": False},
+                    "mpiReplicaSpecs": {"Worker": {"replicas": 2, "template": {}}}},
+           "status": {"conditions": [], "startTime": None, "ratio": 0.5}}  # fmt: skip
+    calls = [
+        (lambda: client.create(MPIJOBS, job), job),
+        (lambda: client.patch(PODS, "p", [{"op": "remove", "path": "/x"}], "ns",
+                              patch_type="json"), [{"op": "remove", "path": "/x"}]),
+        (lambda: client.patch(MPIJOBS, "pi", job, "ns", patch_type="apply",
+                              field_manager="m", force=True), job),
+        (lambda: client.patch(MPIJOBS, "pi", {}, "ns"), {}),
+    ]  # fmt: skip
+    official = k8s_client.ApiClient(client.configuration)
+    official.user_agent = client.user_agent
+    for call, body in calls:
+        server.replies.append(Reply(body={}))
+        call()
+        seen = server.seen[-1]
+        expected = official.param_serialize(
+            method=seen.method, resource_path=seen.path, query_params=seen.query,
+            header_params={"Accept": "application/json",
+                           "Content-Type": seen.headers["content-type"][0]},
+            body=body, auth_settings=["BearerToken"],
+        )  # fmt: skip
+        _, url, headers, sanitized, _ = expected
+        assert seen.raw == json.dumps(sanitized).encode()
+        assert (urlsplit(url).path, parse_qsl(urlsplit(url).query)) == (seen.path, seen.query)
+        for name, value in headers.items():
+            assert seen.headers[name.lower()] == [value]
+
+
+def test_a_refreshed_token_is_sent_with_the_next_request(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    refreshes: list[int] = []
+
+    def refresh(configuration: k8s_client.Configuration) -> None:
+        # What the kubeconfig loader's hook does for exec plugins and expiring tokens.
+        refreshes.append(1)
+        configuration.api_key["BearerToken"] = f"Bearer token-{len(refreshes)}"
+
+    client.configuration.refresh_api_key_hook = refresh
+    server.replies.extend([Reply(body={"kind": "Pod"}), Reply(body={"kind": "Pod"})])
+    client.get(PODS, "p", "ns")
+    client.create(PODS, {"metadata": {"name": "p"}}, "ns")
+    assert [s.headers["authorization"] for s in server.seen] == [
+        ["Bearer token-1"],
+        ["Bearer token-2"],
+    ]
 
 
 def test_patch_argument_checks(api: tuple[FakeApiServer, Client]) -> None:

@@ -230,6 +230,40 @@ def test_an_earlier_retry_is_not_pushed_back_by_events() -> None:
     q.shut_down()
 
 
+class CountingEvent(threading.Event):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+        super().set()
+
+
+def test_the_delay_thread_is_woken_only_for_a_sooner_deadline() -> None:
+    clock = FakeClock()
+    q = new_queue(clock)
+    wake = CountingEvent()
+    q._wake = wake  # what the delay thread sleeps on besides the clock
+    q.add_when_quiet("a", 1.0, 5.0)  # the first deadline: wakes it
+    clock.block_until_waiters(1)
+    q.add_when_quiet("b", 2.0, 5.0)  # later than a's: it sleeps on
+    q.add_when_quiet("a", 1.0, 5.0)  # a's deadline again, not sooner
+    q.add_after("b", 3.0)  # b is due sooner already: ignored
+    assert wake.sets == 1
+    q.add_after("c", 0.5)  # sooner than everything: wakes it
+    assert wake.sets == 2
+    released = []
+    for step in (0.5, 0.5, 1.0):
+        clock.advance(step)
+        key = q.get(5)  # moved by the delay thread
+        assert key is not None
+        released.append(key)
+        q.done(key)
+    assert released == ["c", "a", "b"]
+    q.shut_down()
+
+
 def test_rate_limited_requeues_back_off_until_forgotten() -> None:
     clock = FakeClock()
     q = new_queue(clock)
