@@ -1,9 +1,9 @@
 """Recording core/v1 Events about objects, the way client-go's recorder does.
 
 * **Never blocks, never raises.** :meth:`EventRecorder.event` only puts the event on a bounded
-  queue; background threads write it. A full queue drops the event with a log line and
-  ``mpi_operator_events_dropped_total`` (client-go drops too, silently) rather than slow a
-  reconcile down, and API failures are logged, not raised.
+  queue; background threads write it. A full queue drops the event, as client-go does, with a
+  log line and ``mpi_operator_events_dropped_total``, rather than slow a reconcile down; API
+  failures are logged, not raised.
 * **Several writers, one order per object.** Each object's events go to one of a few writer
   threads, chosen by its namespace and name, so one object's events are written in the order
   they were recorded while a burst of new jobs is not written one round trip at a time: a
