@@ -714,10 +714,13 @@ def of_operator(phases: list[dict[str, Any]], label: str) -> list[dict[str, Any]
 
 
 def comparison_rows(phases: list[dict[str, Any]], rows: tuple[Row, ...]) -> list[str]:
-    """``| title | ours | upstream | ours / upstream |`` for each row: the means over each
-    operator's phases and their ratio."""
+    """``| title | ours | upstream | ours / upstream |`` for each row a phase measured (a run
+    with ``--no-restart`` has no restart rows): the means over each operator's phases and
+    their ratio."""
     lines = []
     for title, key, fmt in rows:
+        if not any(key in p for p in phases):
+            continue
         a, b = (mean(of_operator(phases, who), key) for who in ("ours", "upstream"))
         ratio = f"{a / b:.2f}x" if b else "n/a"
         lines.append(f"| {title} | {fmt.format(a)} | {fmt.format(b)} | {ratio} |")
