@@ -241,6 +241,7 @@ class Controller:
         outcome = RESULT_ERROR
         try:
             outcome = self._handle(key)
+            self._total[outcome].inc()
         finally:
             elapsed = max(0.0, self._clock.monotonic() - start)
             self._time.observe(elapsed)
@@ -254,7 +255,8 @@ class Controller:
         return True
 
     def _handle(self, key: str) -> str:
-        """Reconcile ``key`` and queue it as its outcome says; the outcome's ``result`` label."""
+        """Reconcile ``key`` and queue it as its outcome says; the outcome's ``result`` label,
+        which the caller counts."""
         try:
             result = self._reconcile(key) or Result()
         except TerminalError as error:
@@ -262,13 +264,11 @@ class Controller:
             self.queue.forget(key)
             self._terminal.inc()
             self._errors.inc()
-            self._total[RESULT_ERROR].inc()
             log.error("%s: %s: reconcile failed permanently: %s", self.name, key, error)
             return RESULT_ERROR
         except Exception as error:
             self.queue.add_rate_limited(key)
             self._errors.inc()
-            self._total[RESULT_ERROR].inc()
             log.error(
                 "%s: %s: reconcile failed (retry %d): %s",
                 self.name,
@@ -281,13 +281,10 @@ class Controller:
         if result.requeue_after is not None and result.requeue_after > 0:
             self.queue.forget(key)
             self.queue.add_after(key, result.requeue_after)
-            self._total[RESULT_REQUEUE_AFTER].inc()
             log.debug("%s: %s: requeue after %.3f s", self.name, key, result.requeue_after)
             return RESULT_REQUEUE_AFTER
         if result.requeue:
             self.queue.add_rate_limited(key)
-            self._total[RESULT_REQUEUE].inc()
             return RESULT_REQUEUE
         self.queue.forget(key)
-        self._total[RESULT_SUCCESS].inc()
         return RESULT_SUCCESS
