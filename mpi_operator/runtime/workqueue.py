@@ -217,9 +217,7 @@ class RateLimitingQueue:
             if pending is not None and pending[0] <= ready_at:
                 return
             self._quiet_since.pop(key, None)
-            sooner = self._schedule(key, ready_at)
-        if sooner:
-            self._wake.set()
+            self._schedule(key, ready_at)
 
     def add_when_quiet(self, key: str, quiet: float, longest: float) -> None:
         """Add ``key`` once ``quiet`` seconds pass without another such call for it, and at
@@ -233,16 +231,14 @@ class RateLimitingQueue:
             if pending is not None and key not in self._quiet_since:
                 return  # a retry is already due, sooner or later; it will see these events
             first = self._quiet_since.setdefault(key, now)
-            sooner = self._schedule(key, min(now + quiet, first + longest))
-        if sooner:
-            self._wake.set()
+            self._schedule(key, min(now + quiet, first + longest))
 
-    def _schedule(self, key: str, ready_at: float) -> bool:
+    def _schedule(self, key: str, ready_at: float) -> None:
         """(Holding the delay lock.) ``key``'s one pending deadline becomes ``ready_at``.
 
-        True when it is now the earliest in the heap: only then must the delay thread, asleep
-        until the previous earliest, be woken. (A stream of events, each pushing one key's
-        quiet deadline later, would otherwise wake it once per event for nothing.)"""
+        The delay thread, asleep until the earliest deadline, is woken only when this one is
+        now the earliest: a stream of events, each pushing one key's quiet deadline later,
+        would otherwise wake it once per event for nothing."""
         seq = next(self._seq)
         self._waiting[key] = (ready_at, seq)
         heapq.heappush(self._heap, (ready_at, seq, key))
@@ -252,7 +248,8 @@ class RateLimitingQueue:
                 target=self._delay_loop, name=f"workqueue-{self.name}-delay", daemon=True
             )
             self._delay_thread.start()
-        return self._heap[0][1] == seq
+        if self._heap[0][1] == seq:
+            self._wake.set()
 
     def pending_delayed(self) -> int:
         """Keys waiting for their delay to pass."""
