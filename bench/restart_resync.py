@@ -151,10 +151,10 @@ def restart(
     try:
         ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
         first = wait_synced(label, log_path, keys, operator, args.resync_timeout)
-        requests = audit.settle(offset, args.settle_timeout)
-        operator.check_alive()
-        cpu = create_jobs.cpu_seconds(operator.process.pid)
-        peak, current = rss_mib(operator.process.pid)
+        requests, cpu, peak = side_by_side.settled_usage(
+            operator, audit, offset, args.settle_timeout
+        )
+        current = vm_mib(operator.process.pid)["VmRSS"]
     finally:
         operator.stop()
     return {
