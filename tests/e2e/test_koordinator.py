@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from mpi_operator.api.constants import LABEL_JOB_ROLE
 from mpi_operator.sdk import GangState
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
@@ -34,7 +35,6 @@ from .test_gang import Placements, gang_condition, turned_down_pod
 pytestmark = [pytest.mark.e2e, pytest.mark.koordinator]
 
 GANG = "gang.scheduling.koordinator.sh/"
-ROLE_LABEL = "training.kubeflow.org/job-role"
 # How koord-scheduler turns down the members that waited for one that did not fit, in one form.
 REJECTED_WHOLE = "all pending pods is already been attempted"
 
@@ -294,7 +294,7 @@ def test_min_available_below_the_pod_count_starts_the_mpijob_with_what_fits(
     wait_for_condition(c, ns, "elastic", CONDITION_GANG_SCHEDULED, operator=operator)
     settle(2)
     pods = pods_of(c, ns, "elastic")
-    roles = sorted(p.metadata.labels[ROLE_LABEL] for p in pods if p.spec.node_name)
+    roles = sorted(p.metadata.labels[LABEL_JOB_ROLE] for p in pods if p.spec.node_name)
     assert roles == ["launcher", "worker", "worker"], describe_pods(c, ns)
     waiting = [p for p in pods if not p.spec.node_name]
     assert len(waiting) == 2 and all(turned_down_pod(p) for p in waiting), describe_pods(c, ns)
