@@ -45,13 +45,6 @@ from mpi_operator.sdk import MPIJobClient
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_TOOL = REPO / "hack" / "cluster" / "localcluster.py"
 
-FLAVOURS = ("default", "volcano", "scheduler-plugins", "koordinator")
-SCHEDULER_NAMES = {
-    "default": "default-scheduler",
-    "volcano": "volcano",
-    "scheduler-plugins": "scheduler-plugins-scheduler",
-    "koordinator": "koord-scheduler",
-}
 # Whether Kueue is installed.
 KUEUE_CRD = "clusterqueues.kueue.x-k8s.io"
 # Kueue's waitForPodsReady timeout on the local clusters: long enough for simulated pods to
@@ -88,6 +81,12 @@ def load_cluster_tool() -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# The cluster tool's schedulers, which every provider's clusters are named after, and the name
+# pods use to opt into each.
+FLAVOURS: tuple[str, ...] = tuple(load_cluster_tool().SCHEDULERS)
+SCHEDULER_NAMES: dict[str, str] = load_cluster_tool().SCHEDULER_NAMES
 
 
 def run_cluster_tool(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
