@@ -41,6 +41,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
+from memory_trace import vm_mib
 
 REPO = Path(__file__).resolve().parents[1]
 # The local cluster tool is a script, not a package; its functions do the cluster work here.
@@ -141,10 +142,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return vm_mib(pid).get("VmHWM", float("nan"))
 
 
 def percentile(values: list[float], fraction: float) -> float:
