@@ -23,7 +23,7 @@ lint: venv
 
 typecheck: venv
 	$(BIN)/mypy
-	$(BIN)/mypy hack/images/build.py hack/images/oci.py hack/cluster/relay.py
+	$(BIN)/mypy hack/images/build.py hack/images/oci.py hack/cluster/relay.py hack/pod_template_schema.py
 
 unit: venv
 	$(BIN)/pytest tests/unit tests/fuzz
@@ -49,9 +49,11 @@ generate: venv
 	$(PY) -m mpi_operator.api.crd > crds/kubeflow.org_mpijobs.yaml
 	cp crds/kubeflow.org_mpijobs.yaml charts/mpi-operator/crds/kubeflow.org_mpijobs.yaml
 	bash hack/render-deploy.sh
+	$(PY) hack/pod_template_schema.py
 
 verify-generate: venv
 	$(PY) -m mpi_operator.api.crd | diff -u crds/kubeflow.org_mpijobs.yaml -
+	$(PY) hack/pod_template_schema.py --check
 	diff -u crds/kubeflow.org_mpijobs.yaml charts/mpi-operator/crds/kubeflow.org_mpijobs.yaml
 
 # Helm from its pinned Go module, cached outside the repository; prints the binary's path.

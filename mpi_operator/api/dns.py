@@ -101,3 +101,56 @@ def _named(value: str, pattern: re.Pattern[str], limit: int, kind: str, rule: st
     if not pattern.fullmatch(value):
         problems.append(f"{kind} {rule}")
     return problems
+
+
+PORT_NAME_MAX: Final = 15
+_PORT_NAME: Final = re.compile(r"[-a-z0-9]+")
+_CONFIG_KEY: Final = re.compile(r"[-._a-zA-Z0-9]+")
+_HTTP_HEADER_NAME: Final = re.compile(r"[-A-Za-z0-9]+")
+
+
+def port_name(value: str) -> list[str]:
+    """A named container port, or a probe's port by name: an IANA service name."""
+    problems = []
+    if len(value) > PORT_NAME_MAX:
+        problems.append(f"must be no more than {PORT_NAME_MAX} characters")
+    if not _PORT_NAME.fullmatch(value):
+        problems.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not re.search(r"[a-z]", value):
+        problems.append("must contain at least one letter (a-z)")
+    if "--" in value:
+        problems.append("must not contain consecutive hyphens")
+    if value.startswith("-") or value.endswith("-"):
+        problems.append("must not begin or end with a hyphen")
+    return problems
+
+
+def env_var_name(value: str) -> list[str]:
+    """An environment variable's name or an envFrom prefix (Kubernetes' relaxed rule, the only
+    one since 1.34)."""
+    if all(" " <= char <= "~" and char != "=" for char in value):
+        return []
+    return [
+        "a valid environment variable name must consist only of printable ASCII characters "
+        "other than '='"
+    ]
+
+
+def config_key(value: str) -> list[str]:
+    """A key of a ConfigMap or Secret."""
+    problems = []
+    if len(value) > DNS1123_SUBDOMAIN_MAX:
+        problems.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX} characters")
+    if not _CONFIG_KEY.fullmatch(value):
+        problems.append(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+        )
+    if value == "." or value.startswith(".."):
+        problems.append("must not be '.' or start with '..'")
+    return problems
+
+
+def http_header_name(value: str) -> list[str]:
+    if _HTTP_HEADER_NAME.fullmatch(value):
+        return []
+    return ["a valid HTTP header must consist of alphanumeric characters or '-'"]

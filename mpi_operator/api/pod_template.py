@@ -18,7 +18,13 @@ from typing import Any, Final, TypeVar
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import dns
+from mpi_operator.api.containers import (
+    DEFAULT_GRACE_PERIOD_SECONDS,
+    container_errors,
+    host_port_errors,
+)
 from mpi_operator.api.errors import FieldError, quoted
+from mpi_operator.api.pod_schema import template_schema_errors
 from mpi_operator.quantity import InvalidQuantityError, Quantity
 
 T = TypeVar("T")
@@ -49,7 +55,23 @@ class OperatorMounts:
 def template_errors(
     path: str, template: dict[str, Any] | None, mounts: OperatorMounts
 ) -> Iterator[FieldError]:
-    template = template or {}
+    """Kubernetes' schema first; then the rules it cannot express, except where the schema
+    already refused the field or one that holds it (one problem, one message)."""
+    schema_errors = list(template_schema_errors(path, template))
+    yield from schema_errors
+    refused = [error.path for error in schema_errors]
+    for error in _rule_errors(path, template or {}, mounts):
+        if not any(_within(error.path, where) for where in refused):
+            yield error
+
+
+def _within(path: str, ancestor: str) -> bool:
+    return path == ancestor or (path.startswith(ancestor) and path[len(ancestor)] in ".[")
+
+
+def _rule_errors(
+    path: str, template: dict[str, Any], mounts: OperatorMounts
+) -> Iterator[FieldError]:
     metadata = yield from _object(f"{path}.metadata", template.get("metadata"))
     if metadata is not None:
         yield from label_errors(f"{path}.metadata.labels", metadata.get("labels"))
@@ -104,33 +126,32 @@ def _pod_spec_errors(
     containers = pod_spec.get("containers")
     if not containers:
         yield FieldError(f"{path}.containers", "must define at least one container")
-    elif not isinstance(containers, list):
-        yield FieldError(f"{path}.containers", "must be a list")
     volumes = yield from _volume_errors(f"{path}.volumes", pod_spec.get("volumes"))
+    grace_period = pod_spec.get("terminationGracePeriodSeconds")
+    if not isinstance(grace_period, int) or isinstance(grace_period, bool):
+        grace_period = DEFAULT_GRACE_PERIOD_SECONDS
     names: set[str] = set()
     for field in ("initContainers", "containers"):
         items = pod_spec.get(field)
-        if items is None or (field == "containers" and not isinstance(items, list)):
-            continue
         if not isinstance(items, list):
-            yield FieldError(f"{path}.{field}", "must be a list")
             continue
         for index, container in enumerate(items):
+            if not isinstance(container, dict):
+                continue
+            where = f"{path}.{field}[{index}]"
             operator_mounts = mounts.mount_paths if (field, index) == ("containers", 0) else ()
-            yield from _container_errors(
-                f"{path}.{field}[{index}]", container, names, volumes, operator_mounts
+            yield from _container_errors(where, container, names, volumes, operator_mounts)
+            yield from container_errors(
+                where, container, init=field == "initContainers", grace_period=grace_period
             )
-    yield from _typed(f"{path}.hostNetwork", pod_spec.get("hostNetwork"), bool, "true or false")
+    yield from host_port_errors(path, pod_spec, pod_spec.get("hostNetwork") is True)
     # The API server checks a priority class's name; a scheduler name may be any string.
     priority_class = pod_spec.get("priorityClassName")
-    if _typed_ok(priority_class, str) and priority_class:
+    if isinstance(priority_class, str) and priority_class:
         for problem in dns.dns1123_subdomain(priority_class):
             yield FieldError(
                 f"{path}.priorityClassName", f"invalid value {quoted(priority_class)}: {problem}"
             )
-    else:
-        yield from _typed(f"{path}.priorityClassName", priority_class, str, "a string")
-    yield from _typed(f"{path}.schedulerName", pod_spec.get("schedulerName"), str, "a string")
     yield from _dns_config_errors(f"{path}.dnsConfig", pod_spec.get("dnsConfig"))
     yield from resource_list_errors(f"{path}.overhead", pod_spec.get("overhead"))
     yield from _resources_errors(f"{path}.resources", pod_spec.get("resources"))
@@ -177,22 +198,17 @@ def _unique_name(
 
 def _container_errors(
     path: str,
-    container: object,
+    container: dict[str, Any],
     names: set[str],
     volumes: set[str],
     operator_mounts: tuple[str, ...],
 ) -> Iterator[FieldError]:
-    if not isinstance(container, dict):
-        yield FieldError(path, "must be an object")
-        return
     yield from _unique_name(path, container, names, "container")
     image = container.get("image")
     if not isinstance(image, str) or not image:
         yield FieldError(f"{path}.image", "is required")
     elif image != image.strip():
         yield FieldError(f"{path}.image", "must not have leading or trailing whitespace")
-    for field in ("env", "command", "args"):
-        yield from _typed(f"{path}.{field}", container.get(field), list, "a list")
     yield from _mount_errors(
         f"{path}.volumeMounts", container.get("volumeMounts"), volumes, operator_mounts
     )
@@ -304,15 +320,6 @@ def _dns_config_errors(path: str, value: object) -> Iterator[FieldError]:
             yield FieldError(
                 f"{path}.searches[{index}]", f"invalid value {quoted(search)}: {problem}"
             )
-
-
-def _typed(path: str, value: object, kind: type, noun: str) -> Iterator[FieldError]:
-    if not _typed_ok(value, kind):
-        yield FieldError(path, f"must be {noun}")
-
-
-def _typed_ok(value: object, kind: type) -> bool:
-    return value is None or isinstance(value, kind)
 
 
 def searches_of(pod_spec: Mapping[str, Any]) -> list[str]:

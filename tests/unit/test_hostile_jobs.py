@@ -277,6 +277,24 @@ CASES: list[Any] = [
         ],
         id="mount of a missing volume",
     ),
+    # -- env entries, which no check read before the pod schema ----------------------------
+    *(
+        pytest.param(
+            MPIJobWrapper().workers(1).container_field("Launcher", "env", env),
+            [f"{LAUNCHER_SPEC}.containers[0].{problem}"],
+            id=f"launcher env {env!r}",
+        )
+        for env, problem in (
+            ([{"name": 1}], "env[0].name: must be a string"),
+            ([1], "env[0]: must be an object"),
+            ([{"name": "A", "value": 5}], "env[0].value: must be a string"),
+        )
+    ),
+    pytest.param(
+        MPIJobWrapper().workers(1).container_field("Worker", "env", [{"value": "x"}]),
+        [f"{WORKER_SPEC}.containers[0].env[0].name: is required"],
+        id="worker env without a name",
+    ),
 ]
 
 
