@@ -10,6 +10,7 @@ limits of ``api.bounds`` then apply to the document with field paths.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -54,7 +55,7 @@ def read_documents(text: str) -> list[Any]:
         _check_events(text)
         return [doc for doc in yaml.load_all(text, Loader=_ManifestLoader) if doc is not None]
     except yaml.YAMLError as error:
-        raise ManifestError(_yaml_problem(error)) from None
+        raise ManifestError(_yaml_problem(error, text)) from None
     except RecursionError:
         # Not reachable within MAX_YAML_DEPTH; kept so no input ever ends in a traceback.
         raise ManifestError(f"not valid YAML: nested more than {MAX_YAML_DEPTH} levels") from None
@@ -117,7 +118,15 @@ def _too_far(event: yaml.Event, problem: str) -> None:
     raise ManifestError(f"{problem}{where}")
 
 
-def _yaml_problem(error: yaml.YAMLError) -> str:
+def _yaml_problem(error: yaml.YAMLError, text: str) -> str:
+    if isinstance(error, yaml.reader.ReaderError):
+        # A character YAML does not allow; the reader knows only its offset in the text.
+        line, column = _line_and_column(text, error.position)
+        character = f"#x{error.character:04x}" if isinstance(error.character, int) else ""
+        return (
+            f"not valid YAML: unacceptable character {character}: {error.reason} "
+            f"(line {line}, column {column})"
+        )
     if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
         mark = error.problem_mark
         problem = error.problem
@@ -127,3 +136,14 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
             problem = f"nested more than {MAX_YAML_DEPTH} levels"
         return f"not valid YAML: {problem} (line {mark.line + 1}, column {mark.column + 1})"
     return "not valid YAML: " + " ".join(str(error).split())
+
+
+# What YAML counts as a line break ("\r\n" is one).
+_LINE_BREAK: Final = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
+
+
+def _line_and_column(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of the character at ``offset``, as YAML's marks count them."""
+    breaks = list(_LINE_BREAK.finditer(text, 0, offset))
+    line_start = breaks[-1].end() if breaks else 0
+    return len(breaks) + 1, offset - line_start + 1

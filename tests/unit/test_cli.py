@@ -323,3 +323,34 @@ def test_a_job_without_a_uid_gets_a_stable_one(capsys: pytest.CaptureFixture[str
     first = owner_uids()
     assert len(first) == 1 and "" not in first
     assert owner_uids() == first
+
+
+def test_a_control_character_is_placed_by_line_and_column(
+    capsys: pytest.CaptureFixture[str], stdin: Any
+) -> None:
+    stdin("apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\r\nmetadata:\n  name: a\x01b\n")
+    assert render_error(capsys, "-f", "-") == (
+        "mpi-operator render: <stdin>: not valid YAML: unacceptable character #x0001: "
+        "control characters are not allowed (line 4, column 10)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param("[{name: 1}]", "env[0].name: must be a string", id="name a number"),
+        pytest.param("[1]", "env[0]: must be an object", id="entry a number"),
+        pytest.param("[{value: x}]", "env[0].name: is required", id="no name"),
+        pytest.param(
+            "[{name: A, value: 5}]", "env[0].value: must be a string", id="value a number"
+        ),
+    ],
+)
+def test_env_entries_are_checked_against_the_pod_schema(
+    capsys: pytest.CaptureFixture[str], stdin: Any, env: str, expected: str
+) -> None:
+    job = pi_job()
+    role(job, "Worker")["template"]["spec"]["containers"][0]["env"] = yaml.safe_load(env)
+    stdin(yaml.safe_dump(job))
+    worker = "spec.mpiReplicaSpecs[Worker].template.spec.containers[0]"
+    assert render_error(capsys, "-f", "-") == f"{worker}.{expected}\n"
