@@ -25,7 +25,8 @@ from kubernetes.dynamic import DynamicClient
 
 from mpi_operator.cli import main
 
-from .clusters import REPO, E2ECluster
+from .clusters import E2ECluster
+from .dry_run import dry_run_create, rendered, stdin
 
 pytestmark = pytest.mark.e2e
 
@@ -72,35 +73,12 @@ def rendered_sample() -> list[list[dict[str, Any]]]:
         if run_example(example, 30)[0].category != VALID:
             return
         out = io.StringIO()
-        with contextlib.redirect_stdout(out), _stdin(example.text):
+        with contextlib.redirect_stdout(out), stdin(example.text):
             assert main(["render", "-f", "-", *example.flags()]) == 0
         renders.append([obj for obj in yaml.safe_load_all(out.getvalue()) if obj])
 
     collect()
     return renders
-
-
-@contextlib.contextmanager
-def _stdin(text: str) -> Iterator[None]:
-    import sys
-
-    previous, sys.stdin = sys.stdin, io.StringIO(text)
-    try:
-        yield
-    finally:
-        sys.stdin = previous
-
-
-def dry_run_create(dynamic: DynamicClient, namespace: str, obj: dict[str, Any]) -> str | None:
-    """None when the API server would create ``obj`` in ``namespace``; else its refusal."""
-    body = copy.deepcopy(obj)
-    body["metadata"]["namespace"] = namespace
-    resource = dynamic.resources.get(api_version=body["apiVersion"], kind=body["kind"])
-    try:
-        resource.create(body=body, namespace=namespace, dry_run="All")
-    except ApiException as error:
-        return f"{error.status}: {error.body}"
-    return None
 
 
 def test_what_the_oracle_passes_the_api_server_accepts(
@@ -120,15 +98,8 @@ def test_what_the_oracle_passes_the_api_server_accepts(
     assert refused == []
 
 
-def _pi_objects() -> list[dict[str, Any]]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["render", "-f", str(REPO / "examples" / "pi" / "pi.yaml")]) == 0
-    return [obj for obj in yaml.safe_load_all(out.getvalue()) if obj]
-
-
 def _of_kind(kind: str) -> dict[str, Any]:
-    return copy.deepcopy(next(obj for obj in _pi_objects() if obj["kind"] == kind))
+    return copy.deepcopy(next(obj for obj in rendered() if obj["kind"] == kind))
 
 
 def _worker(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -213,6 +184,6 @@ def test_what_the_oracle_flags_the_api_server_refuses(
 
 
 def test_the_unbroken_objects_are_accepted(dynamic: DynamicClient, namespace: str) -> None:
-    for obj in _pi_objects():
+    for obj in rendered():
         assert problems(obj) == []
         assert dry_run_create(dynamic, namespace, obj) is None
