@@ -131,6 +131,15 @@ def test_validate_names_a_wrong_type() -> None:
     assert [str(e) for e in sdk.validate(wire)] == ["spec.slotsPerWorker: must be an integer"]
 
 
+def test_validate_checks_pod_templates_against_the_pod_schema() -> None:
+    wire = small_job().to_dict()
+    worker = wire["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["env"] = [{"name": "A", "value": 5}]
+    assert [str(e) for e in sdk.validate(wire)] == [
+        "spec.mpiReplicaSpecs[Worker].template.spec.containers[0].env[0].value: must be a string"
+    ]
+
+
 # -- render ----------------------------------------------------------------------------------
 
 
