@@ -18,6 +18,17 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
+from mpi_operator.testing.pod_rules import PodRuleCase
+
+from .pod_fields import (
+    container_mutations,
+    good_container_fields,
+    good_extra_volumes,
+    good_pod_fields,
+    pod_mutations,
+    rule_cases,
+)
+
 LOWER = "abcdefghijklmnopqrstuvwxyz"
 DIGITS = "0123456789"
 MAX_EXAMPLE_WORKERS = 40
@@ -93,9 +104,13 @@ def good_pod_spec(draw: st.DrawFn, role: str) -> dict[str, Any]:
     containers = [main]
     if draw(st.integers(0, 3)) == 0:
         containers.append({"name": f"{role}-sidecar", "image": "busybox"})
+    main.update(draw(good_container_fields()))
     spec: dict[str, Any] = {"containers": containers}
-    if volume_names:
-        spec["volumes"] = [{"name": v, "emptyDir": {}} for v in volume_names]
+    volumes = [{"name": v, "emptyDir": {}} for v in volume_names]
+    volumes += draw(good_extra_volumes())
+    if volumes:
+        spec["volumes"] = volumes
+    spec.update(draw(good_pod_fields()))
     if draw(st.integers(0, 4)) == 0:
         spec["initContainers"] = [{"name": "init", "image": "busybox"}]
     if draw(st.integers(0, 4)) == 0:
@@ -269,6 +284,21 @@ def _delete(path: tuple[Any, ...]) -> Mutation:
     return apply
 
 
+def _rule_case(replica_type: str, case: PodRuleCase) -> Mutation:
+    """One change of the pod-rule table, on a pod spec still shaped for it."""
+
+    def apply(job: dict[str, Any]) -> None:
+        try:
+            spec = job["spec"]["mpiReplicaSpecs"][replica_type]["template"]["spec"]
+            shaped = isinstance(spec["containers"][0], dict)
+        except (KeyError, IndexError, TypeError):
+            return
+        if shaped:
+            case.change(spec)
+
+    return apply
+
+
 def mutation() -> st.SearchStrategy[Mutation]:
     role = st.sampled_from(["Launcher", "Worker"])
     pod = st.builds(lambda r: ("spec", "mpiReplicaSpecs", r, "template", "spec"), role)
@@ -424,6 +454,8 @@ def mutation() -> st.SearchStrategy[Mutation]:
             st.one_of(st.just("x"), st.just({"k": 1}), st.just({"big": "x" * 300_000})),
         ),
         (at(pod, "futureField"), any_value()),
+        *((at(main, field), value) for field, value in container_mutations()),
+        *((at(pod, field), value) for field, value in pod_mutations()),
     ]
     sets = [st.builds(_set, path, value) for path, value in settable]
     deletes = st.builds(
@@ -437,7 +469,8 @@ def mutation() -> st.SearchStrategy[Mutation]:
             ]
         ),
     )
-    return st.one_of(*sets, deletes)
+    rules = st.builds(_rule_case, role, rule_cases())
+    return st.one_of(*sets, deletes, rules)
 
 
 # -- the YAML text -----------------------------------------------------------------------------

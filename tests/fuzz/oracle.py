@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from .pod_oracle import pod_spec_problems
+
 INT32 = (0, 2**31 - 1)
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 SUBDOMAIN = re.compile(rf"{LABEL.pattern}(\.{LABEL.pattern})*")
@@ -208,6 +210,7 @@ def _pod_spec_problems(where: str, spec: Mapping[str, Any], kind: str) -> Iterat
         yield f"{where}.hostNetwork not a boolean"
     yield from _dns_config_problems(where, spec.get("dnsConfig"))
     yield from _resource_list_problems(f"{where}.overhead", spec.get("overhead"))
+    yield from pod_spec_problems(where, spec)
 
 
 def _container_problems(

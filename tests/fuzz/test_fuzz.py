@@ -9,7 +9,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from .harness import FAILURES, REFUSED, VALID, Tally, run_example
+from mpi_operator.testing.pod_rules import ACCEPTED, REFUSED, PodRuleCase
+
+from .harness import FAILURES, VALID, Tally, run_example
+from .harness import REFUSED as REFUSED_RUN
 from .jobs import Example, examples
 from .oracle import problems
 
@@ -38,7 +41,7 @@ def test_the_short_run_reaches_both_outcomes() -> None:
     if not _tally.counts:
         pytest.skip("runs only together with the property test")
     assert _tally.counts[VALID] > BUDGET // 20
-    assert _tally.counts[REFUSED] > BUDGET // 5
+    assert _tally.counts[REFUSED_RUN] > BUDGET // 5
 
 
 @pytest.mark.parametrize(
@@ -86,3 +89,18 @@ def test_the_short_run_reaches_both_outcomes() -> None:
 )
 def test_the_oracle_is_not_vacuous(obj: dict[str, object], expected: str) -> None:
     assert expected in problems(obj)
+
+
+def _pod(case: PodRuleCase) -> dict[str, object]:
+    spec = case.applied({"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]})
+    return {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=lambda case: case.name)
+def test_the_oracle_flags_every_broken_pod_rule(case: PodRuleCase) -> None:
+    assert problems(_pod(case))
+
+
+@pytest.mark.parametrize("case", ACCEPTED, ids=lambda case: case.name)
+def test_the_oracle_passes_every_valid_pod_rule(case: PodRuleCase) -> None:
+    assert problems(_pod(case)) == []
