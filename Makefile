@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-.PHONY: all venv lint typecheck unit test fuzz generate verify-generate render-examples clean images
+.PHONY: all prerequisites venv lint typecheck unit test fuzz generate verify-generate render-examples clean images
 
 all: test
 
@@ -16,6 +16,12 @@ $(BIN)/mpi-operator: pyproject.toml
 
 venv: $(BIN)/mpi-operator
 
+# What the machine needs for the local cluster's real nodes and images (Go, containerd, runc,
+# the CNI plugins, mmdebstrap), checked in seconds before any long build; as root with apt-get,
+# missing Debian packages are installed, otherwise one line names the command.
+prerequisites:
+	@$(PYTHON) hack/prerequisites.py --install
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -23,7 +29,8 @@ lint: venv
 
 typecheck: venv
 	$(BIN)/mypy
-	$(BIN)/mypy hack/images/build.py hack/images/oci.py hack/cluster/relay.py hack/pod_template_schema.py
+	$(BIN)/mypy hack/images/build.py hack/images/oci.py hack/cluster/relay.py hack/pod_template_schema.py \
+		hack/prerequisites.py
 
 unit: venv
 	$(BIN)/pytest tests/unit tests/fuzz
@@ -39,7 +46,7 @@ fuzz: venv
 # cluster-backed tests (which bring up the local cluster themselves).
 # pytest exits 5 when it collected nothing; make fails on any non-zero exit, so that is a
 # failure too, and it says why.
-test: lint typecheck
+test: prerequisites lint typecheck
 	@$(BIN)/pytest tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$rc
@@ -75,5 +82,5 @@ clean:
 # The main job, end to end: a local cluster with real nodes, CRD, operator, the pi example
 # computing pi in real pods to Succeeded.
 .PHONY: demo
-demo: venv
+demo: prerequisites venv
 	$(PY) hack/demo.py --scheduler $(or $(SCHEDULER),default) $(if $(NAME),--name $(NAME))

@@ -55,7 +55,15 @@ def say(message: str) -> None:
 def cluster_up(scheduler: str, name: str) -> localcluster.Cluster:
     """The running cluster, with the MPIJob CRD installed."""
     say(f"starting local cluster {name} ({scheduler}, {REAL_NODES} real nodes)")
-    say("a first run builds the cluster's binaries and images from source (see docs)")
+    try:
+        localcluster.bin_dir(build=False, real_nodes=True)
+    except localcluster.ClusterError:
+        say(
+            "the cluster's binaries are not built yet: a cold build on 2 cores takes about "
+            "15 minutes for Kubernetes, etcd, kwok, Volcano and the kubelet, then about 5 "
+            "to 13 for the images, each step printing its progress; later runs start in "
+            "seconds (docs/local-cluster.md, Cost)"
+        )
     info = localcluster.up(scheduler, name=name, nodes=0, real_nodes=REAL_NODES)
     cluster = localcluster.Cluster(info, localcluster.bin_dir(real_nodes=True))
     localcluster.apply_crds(cluster, [CRD])
