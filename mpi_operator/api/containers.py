@@ -67,16 +67,16 @@ def host_port_errors(
 ) -> Iterator[FieldError]:
     """Host ports: unique per protocol and address among the containers (each init container
     alone, as they run one by one), and with the host's network each is its container port."""
-    for index, container in _entries(pod_spec.get("initContainers")):
+    for index, container in entries(pod_spec.get("initContainers")):
         yield from _duplicate_host_ports(
             f"{path}.initContainers", [(index, container)], host_network, set()
         )
-    containers = list(_entries(pod_spec.get("containers")))
+    containers = list(entries(pod_spec.get("containers")))
     yield from _duplicate_host_ports(f"{path}.containers", containers, host_network, set())
     if not host_network:
         return
     for index, container in containers:
-        for port_index, port in _entries(container.get("ports")):
+        for port_index, port in entries(container.get("ports")):
             host_port = port.get("hostPort")
             if _is_int(host_port) and host_port not in (0, port.get("containerPort")):
                 yield FieldError(
@@ -93,7 +93,7 @@ def _duplicate_host_ports(
     seen: set[tuple[int, str, str]],
 ) -> Iterator[FieldError]:
     for index, container in containers:
-        for port_index, port in _entries(container.get("ports")):
+        for port_index, port in entries(container.get("ports")):
             host_port = port.get("hostPort")
             if host_network and not host_port:
                 host_port = port.get("containerPort")  # what the API server defaults it to
@@ -110,7 +110,7 @@ def _duplicate_host_ports(
 
 
 def _env_errors(path: str, env: object) -> Iterator[FieldError]:
-    for index, var in _entries(env):
+    for index, var in entries(env):
         where = f"{path}[{index}]"
         name = var.get("name")
         if name == "":
@@ -138,7 +138,7 @@ def _env_errors(path: str, env: object) -> Iterator[FieldError]:
 
 
 def _env_from_errors(path: str, env_from: object) -> Iterator[FieldError]:
-    for index, entry in _entries(env_from):
+    for index, entry in entries(env_from):
         where = f"{path}[{index}]"
         prefix = entry.get("prefix")
         if isinstance(prefix, str) and prefix:
@@ -173,7 +173,7 @@ def _key_errors(path: str, key: object) -> Iterator[FieldError]:
 
 def _port_errors(path: str, ports: object) -> Iterator[FieldError]:
     names: set[str] = set()
-    for index, port in _entries(ports):
+    for index, port in entries(ports):
         where = f"{path}[{index}]"
         name = port.get("name")
         if isinstance(name, str) and name:
@@ -248,7 +248,7 @@ def _http_get_errors(path: str, action: Mapping[str, Any]) -> Iterator[FieldErro
     scheme = action.get("scheme")
     if isinstance(scheme, str) and scheme and scheme not in HTTP_SCHEMES:
         yield FieldError(f"{path}.scheme", _unsupported(scheme, HTTP_SCHEMES))
-    for _, header in _entries(action.get("httpHeaders")):
+    for _, header in entries(action.get("httpHeaders")):
         name = header.get("name")
         if isinstance(name, str):
             yield from _invalid(f"{path}.httpHeaders", name, dns.http_header_name(name))
@@ -280,12 +280,14 @@ def _init_forbidden(path: str) -> FieldError:
     return FieldError(path, "may not be set for init containers without restartPolicy=Always")
 
 
-def _entries(items: object) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The object entries of a list, with their indexes; anything else is the schema's to
-    refuse."""
+def entries(items: object) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The object entries of a list, with their indexes; a null entry is an empty object, as
+    the API server decodes it, and anything else is the schema's to refuse."""
     if isinstance(items, list):
         for index, item in enumerate(items):
-            if isinstance(item, dict):
+            if item is None:
+                yield index, {}
+            elif isinstance(item, dict):
                 yield index, item
 
 

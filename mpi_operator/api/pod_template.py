@@ -21,6 +21,7 @@ from mpi_operator.api import dns
 from mpi_operator.api.containers import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     container_errors,
+    entries,
     host_port_errors,
 )
 from mpi_operator.api.errors import FieldError, quoted
@@ -132,12 +133,7 @@ def _pod_spec_errors(
         grace_period = DEFAULT_GRACE_PERIOD_SECONDS
     names: set[str] = set()
     for field in ("initContainers", "containers"):
-        items = pod_spec.get(field)
-        if not isinstance(items, list):
-            continue
-        for index, container in enumerate(items):
-            if not isinstance(container, dict):
-                continue
+        for index, container in entries(pod_spec.get(field)):
             where = f"{path}.{field}[{index}]"
             operator_mounts = mounts.mount_paths if (field, index) == ("containers", 0) else ()
             yield from _container_errors(where, container, names, volumes, operator_mounts)
@@ -160,16 +156,8 @@ def _pod_spec_errors(
 def _volume_errors(path: str, volumes: object) -> Checked[set[str]]:
     """Problems of the volumes; returns (through ``yield from``) the names they define."""
     names: set[str] = set()
-    if volumes is None:
-        return names
-    if not isinstance(volumes, list):
-        yield FieldError(path, "must be a list")
-        return names
-    for index, volume in enumerate(volumes):
+    for index, volume in entries(volumes):
         where = f"{path}[{index}]"
-        if not isinstance(volume, dict):
-            yield FieldError(where, "must be an object")
-            continue
         name = yield from _unique_name(where, volume, names, "volume", c.RESERVED_VOLUMES)
         if name is not None and len(volume) != 2:
             yield FieldError(where, "must specify exactly one volume source (emptyDir, ...)")
@@ -218,17 +206,9 @@ def _container_errors(
 def _mount_errors(
     path: str, mounts: object, volumes: set[str], operator_mounts: tuple[str, ...]
 ) -> Iterator[FieldError]:
-    if mounts is None:
-        return
-    if not isinstance(mounts, list):
-        yield FieldError(path, "must be a list")
-        return
     seen: set[str] = set()
-    for index, mount in enumerate(mounts):
+    for index, mount in entries(mounts):
         where = f"{path}[{index}]"
-        if not isinstance(mount, dict):
-            yield FieldError(where, "must be an object")
-            continue
         name, mount_path = mount.get("name"), mount.get("mountPath")
         if not isinstance(name, str) or not name:
             yield FieldError(f"{where}.name", "is required")
@@ -301,8 +281,9 @@ def _dns_config_errors(path: str, value: object) -> Iterator[FieldError]:
     if searches is None:
         return
     if not isinstance(searches, list):
-        yield FieldError(f"{path}.searches", "must be a list")
-        return
+        return  # the schema's to refuse
+    # A null entry is the empty string, as the API server decodes it.
+    searches = ["" if search is None else search for search in searches]
     if len(searches) > MAX_DNS_SEARCHES:
         yield FieldError(f"{path}.searches", f"must have at most {MAX_DNS_SEARCHES} entries")
     elif all(isinstance(s, str) for s in searches):
@@ -314,8 +295,7 @@ def _dns_config_errors(path: str, value: object) -> Iterator[FieldError]:
             )
     for index, search in enumerate(searches):
         if not isinstance(search, str):
-            yield FieldError(f"{path}.searches[{index}]", "must be a string")
-            continue
+            continue  # the schema's to refuse
         for problem in dns.dns1123_subdomain(search.removesuffix(".")):
             yield FieldError(
                 f"{path}.searches[{index}]", f"invalid value {quoted(search)}: {problem}"

@@ -217,6 +217,7 @@ REFUSED: list[PodRuleCase] = [
         main_container(envFrom=[{"prefix": "P_"}]),
         "containers[0].envFrom[0]",
     ),
+    PodRuleCase("envFrom entry null", main_container(envFrom=[None]), "containers[0].envFrom[0]"),
     PodRuleCase(
         "envFrom with two sources",
         main_container(envFrom=[{"configMapRef": {"name": "c"}, "secretRef": {"name": "s"}}]),
