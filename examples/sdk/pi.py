@@ -16,8 +16,9 @@ IMAGE = "mpioperator/mpi-pi:openmpi"
 
 
 def pi_job(name: str = "pi", workers: int = 2) -> sdk.JobBuilder:
-    """OpenMPI as an unprivileged user: sshd on 2222 from a config in the user's home, and the
-    job's SSH keys mounted into that home instead of /root/.ssh."""
+    """OpenMPI as an unprivileged user, within the restricted Pod Security Standard: sshd on
+    2222 from a config in the user's home, and the job's SSH keys mounted into that home
+    instead of /root/.ssh."""
     return (
         sdk.JobBuilder(name)
         .image(IMAGE)
@@ -32,6 +33,7 @@ def pi_job(name: str = "pi", workers: int = 2) -> sdk.JobBuilder:
             memory="1Gi",
         )
         .run_as_user(1000)
+        .restricted()
         .slots_per_worker(1)
         .ssh_auth_mount_path("/home/mpiuser/.ssh")
         .clean_pod_policy("Running")

@@ -62,6 +62,12 @@ VOLCANO = pytest.param("volcano", id="volcano", marks=pytest.mark.volcano)
 COSCHEDULING = pytest.param("scheduler-plugins", id="coscheduling", marks=pytest.mark.coscheduling)
 KOORDINATOR = pytest.param("koordinator", id="koordinator", marks=pytest.mark.koordinator)
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# A namespace where the API server's PodSecurity admission refuses any pod beyond the
+# restricted standard.
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
 UP_TIMEOUT = float(os.environ.get("E2E_CLUSTER_UP_TIMEOUT", "600"))
 
 T = TypeVar("T")
@@ -323,10 +329,12 @@ class E2ECluster:
         )
         return obj
 
-    def create_namespace(self, name: str) -> str:
-        """A namespace labelled ``e2e``, once pods can be created in it."""
+    def create_namespace(self, name: str, restricted: bool = False) -> str:
+        """A namespace labelled ``e2e``, once pods can be created in it; ``restricted``
+        enforces the restricted Pod Security Standard in it."""
+        labels = {"e2e": "true", **(RESTRICTED if restricted else {})}
         self.core.create_namespace(
-            k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels={"e2e": "true"}))
+            k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name, labels=labels))
         )
 
         def has_default_sa() -> bool:

@@ -76,14 +76,15 @@ def kueue_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
 
 @pytest.fixture
 def namespace_factory(request: pytest.FixtureRequest) -> Iterator[Callable[[E2ECluster], str]]:
-    """Creates a fresh namespace in a cluster; every one is deleted after the test."""
+    """Creates a fresh namespace in a cluster (``restricted=True``: under the restricted Pod
+    Security Standard); every one is deleted after the test."""
     created: list[tuple[E2ECluster, str]] = []
 
-    def make(c: E2ECluster) -> str:
+    def make(c: E2ECluster, restricted: bool = False) -> str:
         base = request.node.name.lower()
         base = "".join(ch if ch.isalnum() else "-" for ch in base).strip("-")[:40].strip("-")
         name = f"{base}-{uuid.uuid4().hex[:6]}"
-        created.append((c, c.create_namespace(name)))
+        created.append((c, c.create_namespace(name, restricted)))
         return name
 
     yield make

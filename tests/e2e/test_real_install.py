@@ -264,9 +264,9 @@ class TestKustomizeInstall:
         self,
         real_node_cluster: E2ECluster,
         installed: list[dict[str, Any]],
-        namespace_factory: Callable[[E2ECluster], str],
+        namespace_factory: Callable[..., str],
     ) -> None:
-        namespace = namespace_factory(real_node_cluster)
+        namespace = namespace_factory(real_node_cluster, restricted=True)
         assert_pi_succeeds(
             real_node_cluster, namespace, lambda: describe(real_node_cluster, NAMESPACE)
         )
@@ -275,7 +275,7 @@ class TestKustomizeInstall:
         self,
         real_node_cluster: E2ECluster,
         installed: list[dict[str, Any]],
-        namespace_factory: Callable[[E2ECluster], str],
+        namespace_factory: Callable[..., str],
     ) -> None:
         """The leader's pod is deleted by scaling down to one replica (its deletion cost makes
         it the one to go), so no replacement pod can race the standby for the Lease."""
@@ -309,7 +309,7 @@ class TestKustomizeInstall:
         assert [
             p["metadata"]["name"] for p in wait_ready_pods(real_node_cluster, NAMESPACE, 1)
         ] == [standby]
-        namespace = namespace_factory(real_node_cluster)
+        namespace = namespace_factory(real_node_cluster, restricted=True)
         assert_pi_succeeds(
             real_node_cluster, namespace, lambda: describe(real_node_cluster, NAMESPACE)
         )
@@ -317,12 +317,12 @@ class TestKustomizeInstall:
 
 def test_a_helm_install_runs_pi(
     real_node_cluster: E2ECluster,
-    namespace_factory: Callable[[E2ECluster], str],
+    namespace_factory: Callable[..., str],
     tmp_path: Path,
 ) -> None:
     """`helm install` with the chart's defaults but the local image's tag, no CPU request and
     no user roles."""
-    release_namespace = namespace_factory(real_node_cluster)
+    release_namespace = namespace_factory(real_node_cluster, restricted=True)
     values = tmp_path / "values.yaml"
     values.write_text(
         yaml.safe_dump(
@@ -355,7 +355,7 @@ def test_a_helm_install_runs_pi(
         )
         (pod,) = wait_ready_pods(real_node_cluster, release_namespace, 1)
         assert pod["spec"]["nodeName"].startswith("real-node-")
-        jobs_namespace = namespace_factory(real_node_cluster)
+        jobs_namespace = namespace_factory(real_node_cluster, restricted=True)
         assert_pi_succeeds(
             real_node_cluster,
             jobs_namespace,
