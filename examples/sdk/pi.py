@@ -16,9 +16,9 @@ IMAGE = "mpioperator/mpi-pi:openmpi"
 
 
 def pi_job(name: str = "pi", workers: int = 2) -> sdk.JobBuilder:
-    """OpenMPI as an unprivileged user, within the restricted Pod Security Standard: sshd on
-    2222 from a config in the user's home, and the job's SSH keys mounted into that home
-    instead of /root/.ssh."""
+    """OpenMPI as an unprivileged user, within the restricted Pod Security Standard and on a
+    read-only root filesystem (mpirun writes only to /tmp): sshd on 2222 from a config in the
+    user's home, and the job's SSH keys mounted into that home instead of /root/.ssh."""
     return (
         sdk.JobBuilder(name)
         .image(IMAGE)
@@ -34,6 +34,7 @@ def pi_job(name: str = "pi", workers: int = 2) -> sdk.JobBuilder:
         )
         .run_as_user(1000)
         .restricted()
+        .read_only_root("/tmp")
         .slots_per_worker(1)
         .ssh_auth_mount_path("/home/mpiuser/.ssh")
         .clean_pod_policy("Running")

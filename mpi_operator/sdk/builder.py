@@ -128,6 +128,20 @@ class JobBuilder:
             )
         return self
 
+    def read_only_root(self, *writable: str, role: str | None = None) -> Self:
+        """A read-only root filesystem for the container, with an emptyDir volume mounted at
+        each ``writable`` path (``/tmp`` for mpirun's session directory)."""
+        for replica_type in self._roles(role):
+            container = self._container(replica_type)
+            container.setdefault("securityContext", {})["readOnlyRootFilesystem"] = True
+            for path in writable:
+                name = path.strip("/").replace("/", "-").lower()
+                self._pod_spec(replica_type).setdefault("volumes", []).append(
+                    {"name": name, "emptyDir": {}}
+                )
+                container.setdefault("volumeMounts", []).append({"name": name, "mountPath": path})
+        return self
+
     def container(self, role: str, **fields: Any) -> Self:
         """Raw fields of the role's container, in wire (camelCase) names."""
         self._container(role).update(copy.deepcopy(fields))

@@ -67,6 +67,7 @@ def test_a_job_with_every_shortcut_matches_its_golden_file() -> None:
         .env("ONLY_WORKERS", "1", role="Worker")
         .run_as_user(1000, role="Launcher")
         .restricted(role="Worker")
+        .read_only_root("/tmp", "/var/cache", role="Worker")
         .pod_spec("Worker", nodeSelector={"gpu": "a100"})
         .container("Launcher", workingDir="/work")
         .pod_annotation("Worker", "sidecar.istio.io/inject", "false")
