@@ -4,6 +4,14 @@ plus event handlers told about every change.
 Unlike client-go's shared informers, handlers run synchronously on the informer's own thread,
 one event at a time. That is enough for controllers whose handlers only map an object to a key
 and enqueue it; a slow handler delays this informer's cache, nothing else.
+
+Why not the official client's ``kubernetes.informer.SharedInformer`` (new in kubernetes 37, read
+before deciding): it lists in one unpaginated request and keeps typed models, which drop fields
+they do not know and cost the memory a cache of thousands of jobs' children cannot spare; an
+update handler gets the new object only, so a handler cannot tell what changed; it asks for no
+bookmarks, so the resume point of a quiet resource grows old and a reconnect lists everything
+again; a failed watch is reopened at once, with no backoff, and a 401 or 403 is retried forever
+instead of stopping the process.
 """
 
 from __future__ import annotations

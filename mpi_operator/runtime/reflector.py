@@ -18,6 +18,13 @@ The loop, as client-go's reflector runs it:
 Objects pass through ``transform`` before they are stored (by default dropping
 ``metadata.managedFields``, a large share of every object that no controller reads), then
 through :func:`share_strings`, so that the cache holds one copy of each key and short value.
+
+Why not the official client's ``kubernetes.watch.Watch`` (kubernetes 37, read before deciding):
+it only watches, so listing, the store and the deletes missed while nobody watched stay the
+caller's; on a 410 it retries once from the same expired resourceVersion instead of listing
+again, then raises; any other failure ends the stream, with no backoff; it asks for no
+bookmarks; and by default it decodes every event into the typed models, which drop fields they
+do not know and cost the memory this cache saves.
 """
 
 from __future__ import annotations
