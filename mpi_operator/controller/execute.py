@@ -13,11 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 from mpi_operator.controller.plan import Action, Plan
-from mpi_operator.controller.status import WARNING, Event
+from mpi_operator.controller.status import REASON_FAILED, WARNING, Event
 
 log = logging.getLogger(__name__)
-
-REASON_FAILED: Final = "MPIJobFailed"
 
 
 class WriteError(Exception):
@@ -41,7 +39,8 @@ class Writer(Protocol):
 MAX_CONCURRENT_WRITES: Final = 8
 """At most this many writes of one sync are in flight at once."""
 
-Written = tuple[Action, dict[str, Any] | None]
+Answered = tuple[Action, dict[str, Any] | None]
+"""A write the API server accepted, and the object it answered with."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class Outcome:
     cache_behind: bool = False
     """The failed write met a 409 that only means the cache lags behind our own last write
     (an update's stale resourceVersion); not set for an object someone else owns."""
-    written: Sequence[Written] = field(default_factory=tuple)
+    written: Sequence[Answered] = field(default_factory=tuple)
     """Each write that succeeded, as sent, with the object the server answered."""
 
     @property
@@ -74,7 +73,7 @@ def execute(
     for event in plan.events:
         announce(event)
     versions: dict[tuple[str, str, str], str] = {}
-    succeeded: list[Written] = []
+    succeeded: list[Answered] = []
     done = 0
     for batch in _rounds(plan.actions, pool is not None):
         actions = [_with_latest_version(action, versions) for action in batch]

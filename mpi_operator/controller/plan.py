@@ -199,7 +199,7 @@ class _Sync:
         if launcher is not None and not done:
             self._sync_launcher_suspension(launcher, workers)
         if self.suspended:
-            if not self._clean_up_workers(suspending=True):
+            if not self._clean_up_workers():
                 return self.plan
             workers = []
         launcher_pods = self.view.launcher_pods(launcher) if launcher is not None else []
@@ -222,7 +222,7 @@ class _Sync:
         if not self._stop_launcher():
             return self.plan
         cleans = self.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING)
-        if cleans and not self._clean_up_workers(suspending=False):
+        if cleans and not self._clean_up_workers():
             return self.plan
         self._write_status()
         return self.plan
@@ -239,7 +239,7 @@ class _Sync:
         self._suspend_launcher(launcher)
         return True
 
-    def _clean_up_workers(self, *, suspending: bool) -> bool:
+    def _clean_up_workers(self) -> bool:
         """Delete worker pods per cleanPodPolicy (suspension deletes them under None too)."""
         for pod in self.view.worker_pods(self.job):
             if not self._owned(pod, "pods"):

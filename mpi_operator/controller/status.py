@@ -48,7 +48,6 @@ class StatusOutcome:
 
     status: dict[str, Any]
     events: list[Event] = field(default_factory=list)
-    created: bool = False
     succeeded: bool = False
     failed: bool = False
 

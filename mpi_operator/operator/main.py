@@ -33,7 +33,7 @@ from mpi_operator.operator.caches import (
 )
 from mpi_operator.operator.capacity import Change, NudgeSchedule, gangs_to_nudge, watch_capacity
 from mpi_operator.operator.options import DEFAULT_LEASE_NAME, Options
-from mpi_operator.operator.reconciler import CONTROLLER_NAME, MPIJobReconciler, SyncError
+from mpi_operator.operator.reconciler import RECONCILER_NAME, MPIJobReconciler, SyncError
 from mpi_operator.operator.writer import ApiWriter
 from mpi_operator.runtime.client import (
     CONFIGMAPS,
@@ -132,7 +132,7 @@ class Operator:
         caches = build_caches(client, options.namespace, self.gang)
         self.caches = caches
         queue = RateLimitingQueue(
-            CONTROLLER_NAME,
+            RECONCILER_NAME,
             controller_rate_limiter(
                 options.controller_queue_rate_limit, options.controller_queue_burst
             ),
@@ -177,7 +177,7 @@ class Operator:
             nudges=nudges,
         )
         controller = Controller(
-            CONTROLLER_NAME,
+            RECONCILER_NAME,
             queue,
             reconciler,
             options.threadiness,

@@ -22,7 +22,8 @@ from mpi_operator.runtime.objects import Object, make_key
 
 log = logging.getLogger(__name__)
 
-CONTROLLER_NAME: Final = "mpijob"
+RECONCILER_NAME: Final = "mpijob"
+"""The reconciler's name in logs and in controller-runtime's metrics (``controller=...``)."""
 
 
 class SyncError(Exception):

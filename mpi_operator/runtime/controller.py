@@ -93,10 +93,6 @@ class Result:
     requeue_after: float | None = None
     """Seconds; reconcile again after this long, with the failure backoff reset."""
 
-    @property
-    def is_zero(self) -> bool:
-        return not self.requeue and not self.requeue_after
-
 
 class TerminalError(Exception):
     """An error retrying cannot fix (invalid input): logged and counted, not requeued."""
