@@ -14,10 +14,12 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Final, TypeVar
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import dns
+from mpi_operator.api.bounds import MAX_PROBLEMS
 from mpi_operator.api.containers import (
     DEFAULT_GRACE_PERIOD_SECONDS,
     container_errors,
@@ -58,7 +60,8 @@ def template_errors(
 ) -> Iterator[FieldError]:
     """Kubernetes' schema first; then the rules it cannot express, except where the schema
     already refused the field or one that holds it (one problem, one message)."""
-    schema_errors = list(template_schema_errors(path, template))
+    # As for the document's limits: a list of a million wrong values needs no more lines.
+    schema_errors = list(islice(template_schema_errors(path, template), MAX_PROBLEMS))
     yield from schema_errors
     refused = [error.path for error in schema_errors]
     for error in _rule_errors(path, template or {}, mounts):

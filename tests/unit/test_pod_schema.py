@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from mpi_operator.api.bounds import MAX_PROBLEMS
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError
 from mpi_operator.api.pod_schema import kubernetes_version, template_schema_errors
 from mpi_operator.api.validation import load_valid_mpijob
@@ -161,6 +162,13 @@ def test_the_schema_is_read_as_the_api_server_decodes(
     template: object, expected: list[str]
 ) -> None:
     assert schema_problems(template) == expected
+
+
+def test_a_template_gets_at_most_max_problems_schema_errors() -> None:
+    job = MPIJobWrapper().workers(1).container_field("Worker", "args", list(range(1000))).obj()
+    found = problems(job)
+    assert len(found) == MAX_PROBLEMS
+    assert found[-1].path == f"{WORKER_SPEC}.containers[0].args[{MAX_PROBLEMS - 1}]"
 
 
 def test_the_issue_examples_name_their_fields() -> None:
