@@ -34,6 +34,12 @@ def pod(**fields: Any) -> Change:
     return lambda spec: spec.update(fields)
 
 
+def volumes(*items: dict[str, Any]) -> Change:
+    """Volumes put first, before any the spec has (the pi examples' /tmp), so each keeps its
+    index whatever the base spec."""
+    return lambda spec: spec.update(volumes=[*items, *spec.get("volumes", [])])
+
+
 def sidecar(**fields: Any) -> Change:
     """A second container with its own fields."""
     return lambda spec: spec["containers"].append({"name": "sidecar", "image": "busybox", **fields})
@@ -117,22 +123,22 @@ REFUSED: list[PodRuleCase] = [
     ),
     PodRuleCase(
         "hostPath without a path",
-        pod(volumes=[{"name": "v", "hostPath": {}}]),
+        volumes({"name": "v", "hostPath": {}}),
         "volumes[0].hostPath.path",
     ),
     PodRuleCase(
         "configMap item without a path",
-        pod(volumes=[{"name": "v", "configMap": {"name": "c", "items": [{"key": "k"}]}}]),
+        volumes({"name": "v", "configMap": {"name": "c", "items": [{"key": "k"}]}}),
         "volumes[0].configMap.items[0].path",
     ),
     PodRuleCase(
         "secret mode a string",
-        pod(volumes=[{"name": "v", "secret": {"secretName": "s", "defaultMode": "0644"}}]),
+        volumes({"name": "v", "secret": {"secretName": "s", "defaultMode": "0644"}}),
         "volumes[0].secret.defaultMode",
     ),
     PodRuleCase(
         "nfs server a number",
-        pod(volumes=[{"name": "v", "nfs": {"server": 1, "path": "/"}}]),
+        volumes({"name": "v", "nfs": {"server": 1, "path": "/"}}),
         "volumes[0].nfs.server",
     ),
     PodRuleCase(
@@ -491,36 +497,34 @@ ACCEPTED: list[PodRuleCase] = [
     ),
     PodRuleCase(
         "volumes of many kinds",
-        pod(
-            volumes=[
-                {
-                    "name": "cm",
-                    "configMap": {
-                        "name": "c",
-                        "items": [{"key": "k", "path": "p"}],
-                        "defaultMode": 420,
-                    },
+        volumes(
+            {
+                "name": "cm",
+                "configMap": {
+                    "name": "c",
+                    "items": [{"key": "k", "path": "p"}],
+                    "defaultMode": 420,
                 },
-                {"name": "sec", "secret": {"secretName": "s"}},
-                {
-                    "name": "down",
-                    "downwardAPI": {
-                        "items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]
-                    },
+            },
+            {"name": "sec", "secret": {"secretName": "s"}},
+            {
+                "name": "down",
+                "downwardAPI": {
+                    "items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]
                 },
-                {
-                    "name": "proj",
-                    "projected": {
-                        "sources": [
-                            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}
-                        ]
-                    },
+            },
+            {
+                "name": "proj",
+                "projected": {
+                    "sources": [
+                        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}
+                    ]
                 },
-                {"name": "host", "hostPath": {"path": "/tmp", "type": "Directory"}},
-                {"name": "nfs", "nfs": {"server": "nfs.example", "path": "/data"}},
-                {"name": "claim", "persistentVolumeClaim": {"claimName": "data"}},
-                {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
-            ]
+            },
+            {"name": "host", "hostPath": {"path": "/tmp", "type": "Directory"}},
+            {"name": "nfs", "nfs": {"server": "nfs.example", "path": "/data"}},
+            {"name": "claim", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
         ),
         None,
     ),

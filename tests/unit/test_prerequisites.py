@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -116,8 +117,16 @@ def test_tools_no_package_provides_are_named(
 def test_make_checks_the_machine_before_anything_else(target: str) -> None:
     """The check is the first command `make demo` and `make test` run: before the virtualenv,
     the lint, the cluster's binaries or the images."""
+    # Run from `make test` itself, make would inherit its level and flags and say which
+    # directory it enters.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     plan = subprocess.run(
-        ["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True, check=True
+        ["make", "--no-print-directory", "-n", "-B", target],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     ).stdout.splitlines()
     assert plan[0].endswith("hack/prerequisites.py --install"), plan[:3]
 
