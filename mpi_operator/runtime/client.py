@@ -9,7 +9,7 @@ of the JSON. Bodies in and out are plain dicts (``json.loads`` of the response b
 
 On top of the transport this module adds what client-go would: client-side token buckets
 (``--kube-api-qps``/``--kube-api-burst``; one per API group that would be a clientset of its own
-in Go, see :class:`Client`), user agents, impersonation, uniform :class:`ApiError`
+in Go, see :class:`Client`), user agents, uniform :class:`ApiError`
 errors, paginated lists, streaming watches and a request counter by verb, resource and code.
 """
 
@@ -395,16 +395,12 @@ class Client:
         user_agent: str = "operator-runtime",
         qps: float = 5.0,
         burst: int = 10,
-        impersonate_user: str | None = None,
-        impersonate_groups: Sequence[str] = (),
         request_timeout: float = 60.0,
         own_budget_groups: Sequence[str] = (),
         clock: Clock = REAL_CLOCK,
     ) -> None:
         self.configuration = configuration
         self.user_agent = user_agent
-        self.impersonate_user = impersonate_user
-        self.impersonate_groups = tuple(impersonate_groups)
         self.request_timeout = request_timeout
         self._clock = clock
         self._bucket = TokenBucket(qps, burst, clock)
@@ -451,8 +447,6 @@ class Client:
         user_agent: str | None = None,
         qps: float | None = None,
         burst: int | None = None,
-        impersonate_user: str | None = None,
-        impersonate_groups: Sequence[str] | None = None,
         request_timeout: float | None = None,
     ) -> Client:
         """Another client on the same connection settings with its own pool and token bucket
@@ -464,12 +458,6 @@ class Client:
             user_agent=user_agent or self.user_agent,
             qps=self._bucket.qps if qps is None else qps,
             burst=self._bucket.burst if burst is None else burst,
-            impersonate_user=(
-                self.impersonate_user if impersonate_user is None else impersonate_user
-            ),
-            impersonate_groups=(
-                self.impersonate_groups if impersonate_groups is None else impersonate_groups
-            ),
             request_timeout=self.request_timeout if request_timeout is None else request_timeout,
             own_budget_groups=tuple(self._group_buckets),
             clock=self._clock,
@@ -775,13 +763,7 @@ class Client:
             body=None,
             auth_settings=["BearerToken"],
         )
-        # Impersonate-Group is repeated once per group: the API server reads every header
-        # line, while a comma-joined value would name a single group.
         request_headers = HTTPHeaderDict(serialized_headers)
-        if self.impersonate_user:
-            request_headers["Impersonate-User"] = self.impersonate_user
-            for group in self.impersonate_groups:
-                request_headers.add("Impersonate-Group", group)
         try:
             response = self._transport(method, url, request_headers, body, timeout)
         except (urllib3.exceptions.HTTPError, OSError) as error:

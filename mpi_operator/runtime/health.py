@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Protocol
 from urllib.parse import urlsplit
 
 from prometheus_client import start_http_server
@@ -26,16 +25,6 @@ log = logging.getLogger(__name__)
 
 Check = Callable[[], bool]
 """True when healthy; raising counts as unhealthy."""
-
-
-class _Syncable(Protocol):
-    def has_synced(self) -> bool: ...
-
-
-def all_synced(informers: Iterable[_Syncable]) -> Check:
-    """A readiness check: every informer's cache is synced."""
-    members = list(informers)
-    return lambda: all(informer.has_synced() for informer in members)
 
 
 class HealthServer:

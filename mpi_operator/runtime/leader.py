@@ -10,9 +10,9 @@ Why this is written here instead of using ``kubernetes.leaderelection`` + ``Leas
 * **It exits the process from library code.** ``Config`` calls ``sys.exit`` on invalid durations
   and ``LeaderElection(None)`` does the same; we raise ``ValueError`` and let the CLI decide.
 * **It cannot use our client.** ``LeaseLock`` builds ``CoordinationV1Api()`` on the global
-  default configuration: no ``leader-election`` user agent, no impersonation (the integration
-  tests run the operator as its ServiceAccount), no client-side QPS, no request metrics, no
-  short request timeout — and it goes through the typed models we avoid everywhere else.
+  default configuration: no ``leader-election`` user agent, no client-side QPS, no request
+  metrics, no short request timeout — and it goes through the typed models we avoid everywhere
+  else.
 * **Time.** Records are built with naive local ``datetime.fromtimestamp`` and round-tripped
   through strings, and expiry is judged on ``time.time()``, which jumps with NTP. Here expiry is
   judged, as in client-go, on the local *monotonic* time since the Lease last changed (no

@@ -212,25 +212,7 @@ def test_get_keeps_unknown_fields_and_sends_auth_and_agent(
     assert (seen.method, seen.path) == ("GET", "/api/v1/namespaces/ns/pods/p")
     assert seen.headers["user-agent"] == ["test-agent"]
     assert seen.headers["authorization"] == ["Bearer secret-token"]
-    assert "impersonate-user" not in seen.headers
     assert requests("get", "pods", "200") == before + 1
-
-
-def test_impersonation_sends_one_header_per_group(api: tuple[FakeApiServer, Client]) -> None:
-    server, client = api
-    sa = client.with_options(
-        impersonate_user="system:serviceaccount:mpi-operator:mpi-operator",
-        impersonate_groups=["system:serviceaccounts", "system:serviceaccounts:mpi-operator"],
-    )
-    server.replies.append(page(resource_version="1"))
-    sa.list(PODS, "ns")
-    headers = server.seen[0].headers
-    assert headers["impersonate-user"] == ["system:serviceaccount:mpi-operator:mpi-operator"]
-    assert headers["impersonate-group"] == [
-        "system:serviceaccounts",
-        "system:serviceaccounts:mpi-operator",
-    ]
-    sa.close()
 
 
 def test_list_pages_and_fills_in_kind(api: tuple[FakeApiServer, Client]) -> None:

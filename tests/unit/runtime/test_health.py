@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mpi_operator.runtime.health import HealthServer, all_synced, start_metrics_server
+from mpi_operator.runtime.health import HealthServer, start_metrics_server
 from mpi_operator.runtime.leader import IS_LEADER
 from mpi_operator.runtime.workqueue import RateLimitingQueue
 
@@ -24,9 +24,6 @@ def fetch(port: int, path: str) -> tuple[int, str]:
 class Synced:
     def __init__(self, synced: bool) -> None:
         self.synced = synced
-
-    def has_synced(self) -> bool:
-        return self.synced
 
 
 @pytest.fixture
@@ -65,7 +62,7 @@ def test_raising_check_is_a_failure(server: HealthServer) -> None:
 
 def test_readyz_follows_informer_sync(server: HealthServer) -> None:
     pods, jobs = Synced(True), Synced(False)
-    server.add_readyz("informers", all_synced([pods, jobs]))
+    server.add_readyz("informers", lambda: pods.synced and jobs.synced)
     assert fetch(server.port, "/readyz")[0] == 500
     jobs.synced = True
     assert fetch(server.port, "/readyz?verbose") == (200, "[+]informers ok\nok\n")
