@@ -62,6 +62,13 @@ def container_errors(
                 )
 
 
+def grace_period_of(pod_spec: Mapping[str, Any]) -> int:
+    """The pod's termination grace period, which bounds a preStop sleep; the API server's
+    default when unset (or of a type the schema refuses)."""
+    grace_period = pod_spec.get("terminationGracePeriodSeconds")
+    return grace_period if _is_int(grace_period) else DEFAULT_GRACE_PERIOD_SECONDS
+
+
 def host_port_errors(
     path: str, pod_spec: Mapping[str, Any], host_network: bool
 ) -> Iterator[FieldError]:

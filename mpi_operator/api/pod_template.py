@@ -21,9 +21,9 @@ from mpi_operator.api import constants as c
 from mpi_operator.api import dns
 from mpi_operator.api.bounds import MAX_PROBLEMS
 from mpi_operator.api.containers import (
-    DEFAULT_GRACE_PERIOD_SECONDS,
     container_errors,
     entries,
+    grace_period_of,
     host_port_errors,
 )
 from mpi_operator.api.errors import FieldError, quoted
@@ -131,9 +131,7 @@ def _pod_spec_errors(
     if not containers:
         yield FieldError(f"{path}.containers", "must define at least one container")
     volumes = yield from _volume_errors(f"{path}.volumes", pod_spec.get("volumes"))
-    grace_period = pod_spec.get("terminationGracePeriodSeconds")
-    if not isinstance(grace_period, int) or isinstance(grace_period, bool):
-        grace_period = DEFAULT_GRACE_PERIOD_SECONDS
+    grace_period = grace_period_of(pod_spec)
     names: set[str] = set()
     for field in ("initContainers", "containers"):
         for index, container in entries(pod_spec.get(field)):

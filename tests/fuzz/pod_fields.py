@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
 
 from mpi_operator.testing.pod_rules import ACCEPTED, REFUSED, PodRuleCase
 
-SCHEMA = Path(__file__).resolve().parents[2] / "mpi_operator" / "api" / "pod_template_schema.json"
+from .pod_oracle import SCHEMA
+
 PORT_NAME_ALPHABET = "abz09-_A"
 NAME_FIELD = {"fieldPath": "metadata.name"}
 
