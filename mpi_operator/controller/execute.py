@@ -84,8 +84,8 @@ def execute(
                 version = ((result or {}).get("metadata") or {}).get("resourceVersion")
                 if version:
                     versions[_object_of(action)] = version
-            elif not (action.verb == "delete" and result.status == 404) and failed is None:
-                failed = (action, result)  # (a 404 on a delete: gone, the write's goal holds)
+            elif not _goal_holds(action, result) and failed is None:
+                failed = (action, result)
         if failed is not None:
             action, error = failed
             message = _failure(action, error, announce)
@@ -137,6 +137,14 @@ def _failure(action: Action, error: WriteError, announce: Callable[[Event], None
         role = "launcher" if action.resource == "jobs" else "worker"
         announce(Event(WARNING, REASON_FAILED, f"{role} pod created failed: {error}"))
     return f"{action.describe()}: {error}"
+
+
+def _goal_holds(action: Action, error: WriteError) -> bool:
+    """A delete that finds nothing (404), or only another object of the name (a 409 on its
+    uid precondition), leaves what it was sent to remove gone."""
+    if action.verb != "delete":
+        return False
+    return error.status == 404 or (error.status == 409 and action.deleted_uid is not None)
 
 
 def _object_of(action: Action) -> tuple[str, str, str]:

@@ -25,6 +25,14 @@ from mpi_operator.api.meta import is_controlled_by
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.api.validation import parse_mpijob, with_defaults_and_errors
 from mpi_operator.controller.conditions import is_finished, is_true, set_condition
+from mpi_operator.controller.failures import (
+    WorkerFailures,
+    backoff_limit,
+    bounded,
+    judge_worker_failures,
+    launcher_failures,
+    recorded_worker_failures,
+)
 from mpi_operator.controller.status import (
     NORMAL,
     WARNING,
@@ -33,8 +41,8 @@ from mpi_operator.controller.status import (
     compute_status,
     current_status,
     mark_created,
-    truncate,
 )
+from mpi_operator.controller.ttl import seconds_until_deletion
 from mpi_operator.desired.config import new_config_map
 from mpi_operator.desired.launcher import (
     launcher_pod_template,
@@ -72,7 +80,8 @@ _KINDS: Final = {
 
 @dataclass(frozen=True)
 class Action:
-    """One API write. ``resource`` is the plural, with ``/status`` for the subresource.
+    """One API write. ``resource`` is the plural, with ``/status`` for the subresource; a
+    delete's ``body`` is None or DeleteOptions' ``preconditions``.
 
     Consecutive actions of one non-empty ``batch`` do not depend on each other and may be
     sent together; every other action waits for the ones before it."""
@@ -87,6 +96,14 @@ class Action:
     def describe(self) -> str:
         return f"{self.verb} {self.resource} {self.namespace}/{self.name}"
 
+    @property
+    def deleted_uid(self) -> str | None:
+        """The uid a delete is limited to; None when it deletes whatever has the name."""
+        if self.verb != "delete" or self.body is None:
+            return None
+        uid = (self.body.get("preconditions") or {}).get("uid")
+        return str(uid) if uid else None
+
 
 @dataclass
 class Plan:
@@ -100,6 +117,8 @@ class Plan:
     launcher_name: str | None = None
     # Whether the plan stamps the waiting gang's objects for the scheduler (SyncContext.nudge).
     nudged: bool = False
+    # Sync again after this many seconds, when nothing else will (a finished job's TTL).
+    requeue_after: float | None = None
 
     def stop(self, message: str) -> Plan:
         self.error = message
@@ -152,7 +171,7 @@ def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -
 
 
 def _invalid(plan: Plan, errors: Sequence[FieldError]) -> Plan:
-    detail = truncate("Found validation errors: " + "; ".join(str(e) for e in errors))
+    detail = bounded("Found validation errors: " + "; ".join(str(e) for e in errors))
     plan.events.append(Event(WARNING, REASON_VALIDATION, detail))
     return plan
 
@@ -184,6 +203,11 @@ class _Sync:
             return self.plan
         done = launcher is not None and _job_finished(launcher)
         workers: list[dict[str, Any]] = []
+        failures = WorkerFailures(
+            recorded=recorded_worker_failures(self.status),
+            limit=backoff_limit(self.job),
+            launcher_failures=launcher_failures(launcher),
+        )
         if not done:
             if not (self._ensure_service() and self._ensure_config_map() and self._ensure_secret()):
                 return self.plan
@@ -194,6 +218,7 @@ class _Sync:
                 if ensured is None:
                     return self.plan
                 workers = ensured
+                failures = self._replace_failed_workers(workers, failures)
             if launcher is None and self._launcher_may_start(workers):
                 launcher = self._create_launcher()
         if launcher is not None and not done:
@@ -203,7 +228,7 @@ class _Sync:
                 return self.plan
             workers = []
         launcher_pods = self.view.launcher_pods(launcher) if launcher is not None else []
-        seen = Observed(launcher, launcher_pods, workers, self.suspended)
+        seen = Observed(launcher, launcher_pods, workers, self.suspended, failures)
         outcome = compute_status(self.job, self.status, seen, self.ctx.now)
         self.plan.events.extend(outcome.events)
         self.plan.succeeded, self.plan.failed = outcome.succeeded, outcome.failed
@@ -217,6 +242,13 @@ class _Sync:
 
     # -- finished jobs -----------------------------------------------------------------
     def _finished(self) -> Plan:
+        left = seconds_until_deletion(self.job, self.status["completionTime"], self.ctx.now)
+        if left is not None and left <= 0:
+            # The garbage collector removes the children, as for any deleted MPIJob.
+            body = {"preconditions": {"uid": self.job.metadata.get("uid")}}
+            self._write("delete", "mpijobs", self.job.name, body)
+            return self.plan
+        self.plan.requeue_after = left
         if self.ctx.gang is not None:
             self._observe_gang(self.ctx.gang, placed_only=True)
         if not self._stop_launcher():
@@ -260,7 +292,11 @@ class _Sync:
                 if not self._owned(gang_object, resource):
                     return False
                 self._write("delete", resource, name)
-        self.status.setdefault("replicaStatuses", {})[c.WORKER] = {}
+        # Worker failures stay counted: they are the job's history, and suspension does not
+        # give retries back.
+        failed = recorded_worker_failures(self.status)
+        replica_statuses = self.status.setdefault("replicaStatuses", {})
+        replica_statuses[c.WORKER] = {"failed": failed} if failed else {}
         return True
 
     # -- children ----------------------------------------------------------------------
@@ -431,6 +467,20 @@ class _Sync:
                 return None
             workers.append(found)
         return workers
+
+    def _replace_failed_workers(
+        self, workers: Sequence[dict[str, Any]], failures: WorkerFailures
+    ) -> WorkerFailures:
+        """Delete failed workers while the job has retries left; the next sync creates them
+        again. The delete names the pod's uid, so it never removes a replacement."""
+        judged = judge_worker_failures(
+            workers, failures.recorded, failures.launcher_failures, failures.limit
+        )
+        for pod in judged.replaced:
+            uid = pod["metadata"].get("uid")
+            body = {"preconditions": {"uid": uid}} if uid else None
+            self._write("delete", "pods", pod["metadata"]["name"], body, batch=WORKER_PODS)
+        return judged
 
     # -- launcher ----------------------------------------------------------------------
     def _launcher_may_start(self, workers: Sequence[dict[str, Any]]) -> bool:

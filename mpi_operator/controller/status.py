@@ -20,6 +20,12 @@ from mpi_operator.controller.conditions import (
     is_finished,
     set_condition,
 )
+from mpi_operator.controller.failures import (
+    WorkerFailures,
+    bounded,
+    phase,
+    pod_failure,
+)
 
 REASON_CREATED: Final = "MPIJobCreated"
 REASON_RUNNING: Final = "MPIJobRunning"
@@ -28,8 +34,11 @@ REASON_SUSPENDED: Final = "MPIJobSuspended"
 REASON_RESUMED: Final = "MPIJobResumed"
 REASON_FAILED: Final = "MPIJobFailed"
 REASON_EVICTED: Final = "MPIJobEvicted"
+REASON_RESTARTING: Final = "MPIJobRestarting"
+REASON_WORKER_FAILED: Final = "WorkerFailed"
 BACKOFF_LIMIT_EXCEEDED: Final = "BackoffLimitExceeded"
-MAX_MESSAGE_LENGTH: Final = 1024
+# The Job controller's message when a Job's backoffLimit is spent.
+BACKOFF_LIMIT_MESSAGE: Final = "Job has reached the specified backoff limit"
 
 NORMAL: Final = "Normal"
 WARNING: Final = "Warning"
@@ -60,12 +69,7 @@ class Observed:
     launcher_pods: Sequence[dict[str, Any]]
     workers: Sequence[dict[str, Any]]
     suspended: bool
-
-
-def truncate(message: str) -> str:
-    if len(message) <= MAX_MESSAGE_LENGTH:
-        return message
-    return message[: MAX_MESSAGE_LENGTH - 3] + "..."
+    failures: WorkerFailures = field(default_factory=WorkerFailures)
 
 
 def current_status(job: MPIJob) -> dict[str, Any]:
@@ -97,7 +101,7 @@ def compute_status(job: MPIJob, status: dict[str, Any], seen: Observed, now: str
 
     running_launchers = 0
     if seen.launcher is not None:
-        running_launchers = sum(1 for pod in seen.launcher_pods if _phase(pod) == "Running")
+        running_launchers = sum(1 for pod in seen.launcher_pods if phase(pod) == "Running")
         launcher_status: dict[str, Any] = {}
         failed = int((seen.launcher.get("status") or {}).get("failed") or 0)
         if failed:
@@ -117,24 +121,22 @@ def compute_status(job: MPIJob, status: dict[str, Any], seen: Observed, now: str
             out.succeeded = True
         elif failed_condition := _job_condition(seen.launcher, "Failed"):
             reason, message = _launcher_failure(key, failed_condition, seen.launcher_pods)
-            out.events.append(Event(WARNING, reason, message))
-            status.setdefault("completionTime", now)
-            set_condition(conditions, c.CONDITION_FAILED, "True", reason, message, now)
-            out.failed = True
+            _fail(out, reason, message, now)
+        elif seen.failures.spent_by_launcher:
+            condition = {
+                "reason": BACKOFF_LIMIT_EXCEEDED,
+                "message": f"{BACKOFF_LIMIT_MESSAGE} ({_shared_budget(seen.failures)})",
+            }
+            reason, message = _launcher_failure(key, condition, seen.launcher_pods)
+            _fail(out, reason, message, now)
         elif running_launchers:
             launcher_status["active"] = running_launchers
         replica_statuses[c.LAUNCHER] = launcher_status
 
-    worker_status, running_workers, evicted = _count_workers(seen.workers)
+    worker_status, running_workers = _count_workers(seen.workers, seen.failures.recorded)
     replica_statuses[c.WORKER] = worker_status
-
-    if evicted:
-        message = f"{evicted}/{len(seen.workers)} workers are evicted"
-        if set_condition(conditions, c.CONDITION_FAILED, "True", REASON_EVICTED, message, now):
-            out.events.append(Event(WARNING, REASON_EVICTED, message))
-        # Upstream leaves completionTime unset here, so the job never finishes and its pods
-        # are never cleaned up (kubeflow/mpi-operator#647).
-        status.setdefault("completionTime", now)
+    if not is_finished(conditions):
+        _record_worker_failures(out, key, seen.failures, now)
 
     if seen.suspended:
         message = f"MPIJob {key} is suspended."
@@ -200,20 +202,63 @@ def _update_suspension(out: StatusOutcome, suspended: bool, now: str) -> None:
         out.status["startTime"] = now
 
 
-def _count_workers(workers: Sequence[dict[str, Any]]) -> tuple[dict[str, int], int, int]:
-    counts = {"active": 0, "succeeded": 0, "failed": 0}
-    evicted = 0
+def _count_workers(
+    workers: Sequence[dict[str, Any]], recorded_failures: int
+) -> tuple[dict[str, int], int]:
+    """Active and succeeded workers as seen; failed ones as recorded over the job's life,
+    since a failed worker is replaced (like the Job controller's ``failed``)."""
+    counts = {"active": 0, "succeeded": 0, "failed": recorded_failures}
     for pod in workers:
-        phase = _phase(pod)
-        if phase == "Failed":
-            counts["failed"] += 1
-            evicted += (pod.get("status") or {}).get("reason") == "Evicted"
-        elif phase == "Succeeded":
+        if phase(pod) == "Succeeded":
             counts["succeeded"] += 1
-        elif phase == "Running":
+        elif phase(pod) == "Running":
             counts["active"] += 1
     # Zero counts are omitted on the wire, as upstream's omitempty does.
-    return {k: v for k, v in counts.items() if v}, counts["active"], evicted
+    return {k: v for k, v in counts.items() if v}, counts["active"]
+
+
+def _record_worker_failures(
+    out: StatusOutcome, key: str, failures: WorkerFailures, now: str
+) -> None:
+    """An event and the Restarting condition for each replaced worker; the Failed condition
+    for the one that spent the job's retries."""
+    namespace = key.partition("/")[0]
+    for pod in failures.replaced:
+        name = (pod.get("metadata") or {}).get("name", "")
+        used = failures.recorded + failures.launcher_failures
+        message = pod_failure(pod).message(
+            f"Worker pod {namespace}/{name} failed and is created again "
+            f"({used} of {failures.limit} retries used)"
+        )
+        out.events.append(Event(WARNING, REASON_RESTARTING, message))
+        conditions = out.status["conditions"]
+        set_condition(conditions, c.CONDITION_RESTARTING, "True", REASON_RESTARTING, message, now)
+    if failures.fatal is not None:
+        name = (failures.fatal.get("metadata") or {}).get("name", "")
+        failure = pod_failure(failures.fatal)
+        if failure.reason == "Evicted":
+            reason = REASON_EVICTED
+        else:
+            reason = "/".join(filter(None, (REASON_WORKER_FAILED, failure.reason)))
+        message = failure.message(
+            f"Worker pod {namespace}/{name} failed and the job's retries are spent "
+            f"({_shared_budget(failures)})"
+        )
+        _fail(out, reason, message, now)
+
+
+def _shared_budget(failures: WorkerFailures) -> str:
+    return (
+        f"backoffLimit {failures.limit}: {failures.recorded} worker and "
+        f"{failures.launcher_failures} launcher failures"
+    )
+
+
+def _fail(out: StatusOutcome, reason: str, message: str, now: str) -> None:
+    out.events.append(Event(WARNING, reason, message))
+    out.status.setdefault("completionTime", now)
+    set_condition(out.status["conditions"], c.CONDITION_FAILED, "True", reason, message, now)
+    out.failed = True
 
 
 def _launcher_failure(
@@ -222,33 +267,12 @@ def _launcher_failure(
     reason = condition.get("reason") or REASON_FAILED
     message = condition.get("message") or f"MPIJob {key} has failed"
     if reason == BACKOFF_LIMIT_EXCEEDED:
-        failed = [pod for pod in pods if _phase(pod) == "Failed"]
+        failed = [pod for pod in pods if phase(pod) == "Failed"]
         if failed:
             last = max(failed, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""))
-            pod_reason, pod_message = _pod_failure(last)
-            reason = f"{reason}/{pod_reason}"
-            message = f"{message}: {pod_message}"
-    return reason, truncate(message)
-
-
-def _pod_failure(pod: dict[str, Any]) -> tuple[str, str]:
-    """Why a pod failed: its own reason, else its first terminated container's."""
-    status = pod.get("status") or {}
-    if status.get("reason"):
-        return status["reason"], status.get("message", "")
-    # Pods failed by their containers carry no pod-level reason; upstream then reports
-    # "BackoffLimitExceeded/" with an empty message.
-    for container in status.get("containerStatuses") or []:
-        terminated = (container.get("state") or {}).get("terminated")
-        if terminated:
-            reason = terminated.get("reason") or "Error"
-            detail = (
-                f"container {container.get('name')} exited with code {terminated.get('exitCode')}"
-            )
-            if terminated.get("message"):
-                detail += f": {terminated['message']}"
-            return reason, detail
-    return "", status.get("message", "")
+            failure = pod_failure(last)
+            return f"{reason}/{failure.reason}", failure.message(message)
+    return reason, bounded(message)
 
 
 def _job_condition(job: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
@@ -256,7 +280,3 @@ def _job_condition(job: dict[str, Any], condition_type: str) -> dict[str, Any] |
         if cond.get("type") == condition_type and cond.get("status") == "True":
             return dict(cond)
     return None
-
-
-def _phase(pod: dict[str, Any]) -> str:
-    return str((pod.get("status") or {}).get("phase") or "")

@@ -93,6 +93,7 @@ def launcher_pod_template(
     )
     pod_templates.set_restart_policy(template, spec)
     container = pod_templates.main_container(template)
+    pod_templates.keep_last_words(container)
     pod_templates.append_to(container, "env", *launcher_env(job))
     pod_templates.mount_ssh_auth(template, job)
     pod_templates.append_to(

@@ -40,6 +40,7 @@ HOST_NETWORK_DNS_POLICY: Final = "ClusterFirstWithHostNet"
 # Upstream always appends cluster.local; a cluster configured with another domain gets its own.
 DEFAULT_CLUSTER_DOMAIN: Final = "cluster.local"
 ROLE_ENV: Final = "K_MPI_JOB_ROLE"
+TERMINATION_MESSAGE_POLICY: Final = "FallbackToLogsOnError"
 
 
 def replica_spec(job: MPIJob, replica_type: str) -> ReplicaSpec:
@@ -141,6 +142,13 @@ def set_host_identity(
 def set_restart_policy(template: dict[str, Any], spec: ReplicaSpec) -> None:
     """The replica-level restart policy replaces the template's."""
     template["spec"]["restartPolicy"] = spec.restart_policy
+
+
+def keep_last_words(container: dict[str, Any]) -> None:
+    """Have the kubelet keep the tail of a failed main container's log (2 KiB, 80 lines) in
+    the pod's status, where the failure's condition message finds it after the pod is gone;
+    a policy the template chose stays."""
+    container.setdefault("terminationMessagePolicy", TERMINATION_MESSAGE_POLICY)
 
 
 def mount_ssh_auth(template: dict[str, Any], job: MPIJob) -> None:

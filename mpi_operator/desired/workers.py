@@ -30,6 +30,7 @@ def new_worker_pod(
     )
     pod_templates.set_restart_policy(template, spec)
     container = pod_templates.main_container(template)
+    pod_templates.keep_last_words(container)
     # mpirun reaches workers over ssh; a container that chose its own command or args
     # (an entrypoint that starts sshd itself, say) keeps it.
     if not container.get("command") and not container.get("args"):

@@ -94,6 +94,8 @@ class MPIJobReconciler:
             # (whether the cache showed it or a create met it), is an error retried with
             # backoff, as upstream's.
             raise SyncError(outcome.error)
+        if plan.requeue_after is not None:
+            return Result(requeue_after=plan.requeue_after)
         return None
 
     def _cached(self, resource: str, namespace: str, name: str) -> Object | None:
@@ -104,14 +106,19 @@ class MPIJobReconciler:
     def _awaited(
         self, written: Sequence[tuple[Action, dict[str, Any] | None]]
     ) -> Iterator[Written]:
-        """The writes whose effect the caches will show: creates and changing updates of
-        cached kinds (a delete planned from a stale cache only meets a harmless 404)."""
+        """The writes whose effect the caches will show: creates, changing updates and
+        uid-bound deletes of cached kinds. (A plain delete planned from a stale cache only
+        meets a harmless 404; a replaced worker's must not be counted twice.)"""
         for action, answer in written:
             resource = action.resource.partition("/")[0]
             if resource != MPIJOBS.plural and resource not in self._caches.children:
                 continue
             if action.verb == "create":
                 yield Written(resource, action.namespace, action.name)
+            elif action.deleted_uid is not None:
+                yield Written(
+                    resource, action.namespace, action.name, deleted_uid=action.deleted_uid
+                )
             elif action.verb in ("update", "update_status"):
                 replaced = _version(action.body)
                 if replaced and _version(answer) != replaced:

@@ -46,7 +46,13 @@ class ApiWriter:
         if action.verb == "update_status":
             assert subresource == "status"
             return client.update_status(resource, body, ns)
-        return client.delete(resource, action.name, ns, propagation_policy="Background")
+        return client.delete(
+            resource,
+            action.name,
+            ns,
+            propagation_policy="Background",
+            preconditions=body.get("preconditions"),
+        )
 
     def _existing(self, action: Action, resource: Resource) -> Object:
         try:

@@ -26,15 +26,19 @@ Lookup = Callable[[str, str, str], Object | None]
 
 @dataclass(frozen=True)
 class Written:
-    """One successful write: ``replaced`` is the resourceVersion it replaced, None for a create."""
+    """One successful write: ``replaced`` is the resourceVersion it replaced, None for a create;
+    ``deleted_uid`` the uid of the object a delete removed."""
 
     resource: str
     namespace: str
     name: str
     replaced: str | None = None
+    deleted_uid: str | None = None
 
     def shown_by(self, lookup: Lookup) -> bool:
         cached = lookup(self.resource, self.namespace, self.name)
+        if self.deleted_uid is not None:
+            return ((cached or {}).get("metadata") or {}).get("uid") != self.deleted_uid
         if self.replaced is None:
             return cached is not None
         version = ((cached or {}).get("metadata") or {}).get("resourceVersion")

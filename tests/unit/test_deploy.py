@@ -27,7 +27,7 @@ Doc = dict[str, Any]
 # exactly these: a rule added without a reason here, or a use dropped from here while the
 # role keeps it, fails test_cluster_role_grants_exactly_the_table.
 OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
-    ("kubeflow.org", "mpijobs"): ({"get", "list", "watch"}, "informer, CRD check"),
+    ("kubeflow.org", "mpijobs"): ({"get", "list", "watch", "delete"}, "informer, CRD check, TTL"),
     ("kubeflow.org", "mpijobs/status"): ({"update"}, "status writes (PUT)"),
     ("kubeflow.org", "mpijobs/finalizers"): ({"update"}, "blockOwnerDeletion on children"),
     ("", "pods"): (

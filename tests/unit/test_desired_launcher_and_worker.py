@@ -65,6 +65,8 @@ OPENMPI_ENV = [
 NVIDIA_BLANKS = [{"name": "NVIDIA_VISIBLE_DEVICES"}, {"name": "NVIDIA_DRIVER_CAPABILITIES"}]
 WORKER_ENV = [{"name": "K_MPI_JOB_ROLE", "value": "worker"}]
 SSHD = ["/usr/sbin/sshd", "-De"]
+# The kubelet keeps a failed main container's log tail for the job's failure message.
+LAST_WORDS = "FallbackToLogsOnError"
 
 
 def defaults_job() -> MPIJobWrapper:
@@ -93,6 +95,7 @@ def defaults_launcher(*, launcher_as_worker: bool) -> dict[str, Any]:
                     "containers": [
                         {
                             "env": OPENMPI_ENV + ([] if launcher_as_worker else NVIDIA_BLANKS),
+                            "terminationMessagePolicy": LAST_WORDS,
                             "volumeMounts": [
                                 {"name": "ssh-auth", "mountPath": "/root/.ssh"},
                                 {"name": "mpi-job-config", "mountPath": "/etc/mpi"},
@@ -126,6 +129,7 @@ def defaults_worker(*, index_label: str) -> dict[str, Any]:
                 {
                     "command": SSHD,
                     "env": WORKER_ENV,
+                    "terminationMessagePolicy": LAST_WORDS,
                     "volumeMounts": [{"name": "ssh-auth", "mountPath": "/root/.ssh"}],
                 }
             ],
@@ -199,6 +203,7 @@ OVERRIDES_LAUNCHER: dict[str, Any] = {
                             *NVIDIA_BLANKS,
                         ],
                         "securityContext": {"runAsUser": 1000},
+                        "terminationMessagePolicy": LAST_WORDS,
                         "volumeMounts": [
                             {"name": "fool-vol", "mountPath": "/mnt/foo"},
                             {"name": "ssh-auth", "mountPath": "/home/mpiuser/.ssh"},
@@ -235,6 +240,7 @@ OVERRIDES_WORKER_12: dict[str, Any] = {
             {
                 "command": ["/entrypoint.sh"],
                 "env": [{"name": "FOO", "value": "bar"}, *WORKER_ENV],
+                "terminationMessagePolicy": LAST_WORDS,
                 "volumeMounts": [{"name": "ssh-auth", "mountPath": "/home/mpiuser/.ssh"}],
             }
         ],

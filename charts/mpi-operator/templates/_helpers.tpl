@@ -49,10 +49,11 @@ What the operator calls in the namespaces it watches; deploy/base/cluster-role.y
 same (tests/unit/test_chart.py compares them).
 */}}
 {{- define "mpi-operator.namespacedRules" -}}
-# Informer (list, watch), the CRD check at start-up (list) and status writes (PUT /status).
+# Informer (list, watch), the CRD check at start-up (list) and status writes (PUT /status);
+# delete once runPolicy.ttlSecondsAfterFinished has passed.
 - apiGroups: [kubeflow.org]
   resources: [mpijobs]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, delete]
 - apiGroups: [kubeflow.org]
   resources: [mpijobs/status]
   verbs: [update]

@@ -83,6 +83,18 @@ def test_deleting_what_is_already_gone_counts_as_done() -> None:
     assert (error, done) == (None, 2)
 
 
+@pytest.mark.parametrize(("uid", "done"), [("u-1", 2), (None, 0)])
+def test_a_conflict_on_a_uid_bound_delete_means_that_pod_is_gone(
+    uid: str | None, done: int
+) -> None:
+    # The name now belongs to another pod (the replacement): the failed one is gone.
+    body = {"preconditions": {"uid": uid}} if uid else None
+    delete = Action("delete", "pods", "ns", "w0", body)
+    plan = Plan([delete, action("update_status", "mpijobs/status", "j")])
+    writer = RecordingWriter({"delete pods ns/w0": WriteError(409, "Precondition failed")})
+    assert run(plan, writer)[2] == done
+
+
 def test_a_second_write_of_one_object_carries_the_version_the_first_returned() -> None:
     plan = Plan(
         [action("update_status", "jobs/status", "l", "7"), action("update", "jobs", "l", "7")]

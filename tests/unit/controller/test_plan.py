@@ -264,16 +264,6 @@ def test_scaling_down_deletes_the_surplus_workers_by_name() -> None:
     assert "update configmaps test-config" in writes(plan)
 
 
-def test_workers_that_finished_are_not_recreated() -> None:
-    obj = MPIJobWrapper().workers(2).obj()
-    view = cluster_view()
-    obj = converge(obj, view, context())
-    pod = view.get("pods", "ns", "test-worker-1")
-    assert pod is not None
-    pod["status"] = {"phase": "Failed"}
-    assert not any(a.resource == "pods" for a in plan_sync(obj, view, context(now=LATER)).actions)
-
-
 def finished(obj: dict[str, Any], policy: str) -> dict[str, Any]:
     obj["spec"].setdefault("runPolicy", {})["cleanPodPolicy"] = policy
     obj["status"] = {
@@ -312,32 +302,6 @@ def test_finished_job_cleans_up_workers_per_policy(policy: str, deleted: list[st
         assert status_of(plan)["replicaStatuses"]["Worker"] == {}
     else:
         assert plan.actions == []
-
-
-@pytest.mark.parametrize("policy", ["None", "Running", "All"])
-def test_an_evicted_worker_ends_the_job_and_stops_its_running_launcher(policy: str) -> None:
-    job = MPIJobWrapper().workers(2).clean_pod_policy(policy).obj()
-    view = cluster_view()
-    job = converge(job, view, context())
-    launcher = view.get("jobs", "ns", "test-launcher")
-    evicted = view.get("pods", "ns", "test-worker-1")
-    assert launcher is not None and evicted is not None and not launcher["spec"].get("suspend")
-    evicted["status"] = {"phase": "Failed", "reason": "Evicted"}
-
-    failing = plan_sync(job, view, context(now=LATER))
-    job["status"] = status_of(failing)
-    assert ("Failed", "True", "MPIJobEvicted") in conditions(job["status"])
-    assert job["status"]["completionTime"] == LATER
-
-    # The next sync sees a finished job whose launcher Job has not finished: it stops it.
-    ending = plan_sync(job, view, context(now=LATER))
-    [stop] = [a for a in ending.actions if a.resource == "jobs"]
-    assert (stop.verb, stop.name) == ("update", "test-launcher")
-    assert stop.body is not None and stop.body["spec"]["suspend"] is True
-    view.apply(ending.actions)
-    if any(a.resource == "mpijobs/status" for a in ending.actions):
-        job["status"] = status_of(ending)
-    assert plan_sync(job, view, context(now=LATER)).actions == []
 
 
 def test_a_finished_launcher_of_a_finished_job_is_left_as_it_is() -> None:

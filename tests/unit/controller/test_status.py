@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from mpi_operator.controller.conditions import set_condition
+from mpi_operator.controller.failures import WorkerFailures
 from mpi_operator.controller.status import (
     Event,
     Observed,
@@ -299,14 +300,42 @@ def test_deadline_failure_passes_the_job_reason_through() -> None:
     assert summary(out.status["conditions"])[1] == ("Failed", "True", "DeadlineExceeded")
 
 
-def test_evicted_worker_fails_the_job_and_finishes_it() -> None:
-    evicted = pod("test-worker-1", "Failed", reason="Evicted")
-    seen = Observed(launcher_job(), [pod("l", "Running")], [pod("w0", "Running"), evicted], False)
+def test_workers_failed_are_counted_as_recorded_not_as_seen() -> None:
+    # The failed pod is being replaced; the count is the job's history, like a Job's failed.
+    seen = Observed(
+        launcher_job(),
+        [pod("l", "Running")],
+        [pod("w0", "Running"), pod("test-worker-1", "Failed")],
+        False,
+        WorkerFailures(recorded=3),
+    )
     out = compute_status(JOB, CREATED, seen, T2)
-    assert ("Failed", "True", "MPIJobEvicted") in summary(out.status["conditions"])
-    assert out.status["completionTime"] == T2
-    assert out.events == [Event("Warning", "MPIJobEvicted", "1/2 workers are evicted")]
-    assert out.status["replicaStatuses"]["Worker"] == {"active": 1, "failed": 1}
+    assert out.status["replicaStatuses"]["Worker"] == {"active": 1, "failed": 3}
+    assert not out.failed and "Running" not in [c["type"] for c in out.status["conditions"]]
+
+
+def test_the_launchers_last_words_survive_in_the_failed_condition() -> None:
+    failed = launcher_job(
+        "Failed", failed=1, cond={"reason": "BackoffLimitExceeded", "message": "limit"}
+    )
+    log = "".join(f"rank {i}: step failed\n" for i in range(200)) + "MPI_ABORT was invoked\x07"
+    exited = pod(
+        "l1",
+        "Failed",
+        containerStatuses=[
+            {
+                "name": "launcher",
+                "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": log}},
+            }
+        ],
+    )
+    out = compute_status(JOB, CREATED, Observed(failed, [exited], [], False), T2)
+    message = out.status["conditions"][1]["message"]
+    assert len(message) == 1024
+    assert message.startswith("limit: container launcher exited with code 1: ...")
+    # The end of the log is what says what went wrong; it stays, escaped onto one line.
+    assert message.endswith("rank 199: step failed\\nMPI_ABORT was invoked\\x07")
+    assert "\n" not in message and out.events[-1].message == message
 
 
 def test_resume_sets_suspended_false_and_restarts_the_clock() -> None:

@@ -35,6 +35,15 @@ def test_a_key_waits_until_the_cache_shows_its_create_and_its_update() -> None:
     assert len(expectations) == 0
 
 
+def test_a_uid_bound_delete_waits_until_that_uid_is_gone_from_the_cache() -> None:
+    cache, expectations = Cache(), Expectations()
+    cache.objects[("pods", "ns", "w0")] = {"metadata": {"uid": "old", "resourceVersion": "5"}}
+    expectations.expect("ns/pi", [Written("pods", "ns", "w0", deleted_uid="old")])
+    assert expectations.wait_left("ns/pi", cache.get) is not None
+    cache.objects[("pods", "ns", "w0")] = {"metadata": {"uid": "new", "resourceVersion": "9"}}
+    assert expectations.wait_left("ns/pi", cache.get) is None
+
+
 def test_the_deadline_ends_a_wait_for_an_event_that_never_comes() -> None:
     clock, cache = FakeClock(), Cache()
     expectations = Expectations(timeout=30.0, clock=clock)
