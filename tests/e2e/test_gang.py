@@ -568,6 +568,33 @@ def test_wait_for_workers_ready_runs_a_gang_of_the_workers_to_completion(
     assert launcher and launcher[0].spec.scheduler_name == c.scheduler_name
 
 
+def test_a_failed_worker_is_replaced_into_its_running_gang(gang: Gang, ns: str) -> None:
+    c = gang.cluster
+    job = sim_job("rejoin").template_annotation("Launcher", SIM + "hold", "true")
+    create_mpijob(c, ns, job.obj())
+    wait_for_condition(c, ns, "rejoin", "Running", operator=gang.operator)
+    first = c.core.read_namespaced_pod("rejoin-worker-1", ns)
+    finish_pod(c, ns, "rejoin-worker-1", exit_code=1)
+
+    def replacement() -> k8s.V1Pod | None:
+        with contextlib.suppress(ApiException):
+            pod = c.core.read_namespaced_pod("rejoin-worker-1", ns)
+            if pod.metadata.uid != first.metadata.uid and pod.status.phase == "Running":
+                return pod
+        return None
+
+    # The gang's scheduler places it: minMember still counts the whole gang, which the
+    # replacement completes again.
+    second = wait_until(replacement, 90, message="replacement worker running")
+    assert second.spec.scheduler_name == c.scheduler_name
+    assert second.metadata.labels == first.metadata.labels
+    assert second.metadata.annotations == first.metadata.annotations
+    wait_for_condition(c, ns, "rejoin", "Running", operator=gang.operator)
+    finish_launcher(c, ns, "rejoin")
+    done = wait_for_condition(c, ns, "rejoin", "Succeeded", operator=gang.operator)
+    assert done["status"]["replicaStatuses"]["Worker"]["failed"] == 1
+
+
 # --- Volcano --------------------------------------------------------------------------------
 
 

@@ -118,41 +118,6 @@ def test_suspending_a_running_job_deletes_workers_and_suspends_the_launcher(
     assert cluster.core.read_namespaced_config_map("pause-config", namespace)
 
 
-@pytest.mark.parametrize("policy", ["None", "Running"])
-def test_an_evicted_worker_fails_the_job_and_stops_its_launcher(
-    cluster: E2ECluster, namespace: str, operator: OperatorProcess, policy: str
-) -> None:
-    job = (
-        sim_job("evicted")
-        .template_annotation("Launcher", SIM + "hold", "true")
-        .clean_pod_policy(policy)
-        .obj()
-    )
-    create_mpijob(cluster, namespace, job)
-    wait_for_condition(cluster, namespace, "evicted", "Running", operator=operator)
-    # What a kubelet writes when it evicts a pod under node pressure.
-    eviction = {"status": {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}}
-    cluster.core.patch_namespaced_pod_status("evicted-worker-1", namespace, eviction)
-    failed = wait_for_condition(cluster, namespace, "evicted", "Failed", operator=operator)
-    assert condition(failed, "Failed")["reason"] == "MPIJobEvicted"  # type: ignore[index]
-    assert failed["status"]["completionTime"]
-
-    def launcher_stopped() -> bool:
-        launcher = cluster.batch.read_namespaced_job("evicted-launcher", namespace)
-        return bool(launcher.spec.suspend) and not pods_of(
-            cluster, namespace, "evicted", "launcher"
-        )
-
-    wait_until(launcher_stopped, 60, message="launcher Job suspended and its pod gone")
-    # cleanPodPolicy still decides what happens to the workers: Running keeps finished ones.
-    kept = {"evicted-worker-0", "evicted-worker-1"} if policy == "None" else {"evicted-worker-1"}
-
-    def workers() -> set[str]:
-        return {p.metadata.name for p in pods_of(cluster, namespace, "evicted", "worker")}
-
-    wait_until(lambda: workers() == kept, 60, message=lambda: f"workers {kept}, not {workers()}")
-
-
 def test_a_job_managed_by_another_controller_is_left_alone(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -16,11 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from mpi_operator.sdk import NotFoundError
+
 from .clusters import E2ECluster, wait_until
 from .operator import (
     OperatorProcess,
     create_mpijob,
     ensure_namespace,
+    get_mpijob,
     pods_of,
     sim_job,
     wait_for_condition,
@@ -118,3 +122,35 @@ def test_a_missing_lease_namespace_is_an_error_with_the_fix_and_keeps_the_operat
     finally:
         assert operator.stop() == 0, operator.log_tail()
         cluster.core.delete_namespace(lock_namespace)
+
+
+def mpijob_gone(cluster: E2ECluster, namespace: str, name: str) -> bool:
+    try:
+        get_mpijob(cluster, namespace, name)
+    except NotFoundError:
+        return True
+    return False
+
+
+def test_a_finished_job_with_a_ttl_is_deleted_by_a_restarted_operator(
+    cluster: E2ECluster, namespace: str, tmp_path: Path
+) -> None:
+    ttl = 6
+    flags = ["--leader-elect=false"]
+    first = OperatorProcess(cluster, tmp_path, name="ttl-first", extra_args=flags).start()
+    try:
+        job = sim_job("brief").run_policy(ttlSecondsAfterFinished=ttl).obj()
+        create_mpijob(cluster, namespace, job)
+        wait_for_condition(cluster, namespace, "brief", "Succeeded", operator=first)
+    finally:
+        first.stop(signal.SIGKILL)
+    # The deadline passes while no operator runs; the next one reads it from completionTime.
+    time.sleep(ttl + 1)
+    assert not mpijob_gone(cluster, namespace, "brief")
+    second = OperatorProcess(cluster, tmp_path, name="ttl-second", extra_args=flags).start()
+    try:
+        wait_until(lambda: mpijob_gone(cluster, namespace, "brief"), 60, message="job deleted")
+        # The garbage collector follows with the children.
+        wait_until(lambda: not pods_of(cluster, namespace, "brief"), 60, message="pods gone")
+    finally:
+        assert second.stop() == 0, second.log_tail()

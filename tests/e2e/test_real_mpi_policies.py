@@ -1,6 +1,6 @@
 """The MPIJob settings that decide how mpirun starts, on real pods: when the launcher is
 created, where ranks run, who runs them, what the launcher learns of its workers, what a lost
-worker does to the job, and gang scheduling.
+worker does to the job, what a failed launcher leaves in its status, and gang scheduling.
 
 Every test is one real job (20-60 s each), so settings that do not get in each other's way
 share a job. The pods ask for the examples' one CPU each; the real-node clusters have two
@@ -14,8 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kubernetes.stream import stream
 
 from mpi_operator.quantity import Quantity
+from mpi_operator.sdk import JobFailedError
 
 from .clusters import COSCHEDULING, VOLCANO, ClusterProvider, E2ECluster, wait_until
 from .operator import (
@@ -85,6 +87,15 @@ WHO_AND_KEYS = 'echo "user $(id -un), keys: $(ls /home/mpiuser/.ssh | tr "\\n" "
 # Each rank says it runs, then waits to be killed.
 RANK_RUNS = 'echo "rank $OMPI_COMM_WORLD_RANK runs on $HOSTNAME"; exec sleep 600'
 RANK_RUNS_LINE = re.compile(r"^rank \d runs on (\S+)$", re.MULTILINE)
+# Each rank says it runs and ends 30 s later: long enough to lose a worker in between.
+RANK_RUNS_FOR_30S = 'echo "rank $OMPI_COMM_WORLD_RANK runs on $HOSTNAME"; exec sleep 30'
+# sshd as a child, so that killing it (not the container's first process, which the kernel
+# shields from SIGKILL) ends the container with a failure.
+SSHD_UNTIL_KILLED = '"$@" & echo $! > /tmp/sshd.pid; wait; echo "sshd was killed"; exit 1'
+LAUNCHER_ERROR = (
+    'echo "loading data"; '
+    'echo "error: cannot open /data/train.tfrecord: No such file or directory" >&2; exit 1'
+)
 
 
 def run_to(
@@ -254,6 +265,94 @@ def test_a_worker_killed_mid_run_fails_the_job_with_the_launchers_reason(
     assert reason["reason"].startswith("BackoffLimitExceeded/"), reason
     assert "container mpi-launcher exited with code" in reason["message"], reason
     assert sorted(RANK_RUNS_LINE.findall(launcher_log(real_cluster, ns, name))) == workers(job)
+
+
+def kill_sshd(cluster: E2ECluster, namespace: str, pod: str) -> None:
+    """Kill the worker's sshd (started by SSHD_UNTIL_KILLED), as a crash would."""
+    stream(
+        cluster.core.connect_get_namespaced_pod_exec,
+        pod,
+        namespace,
+        command=["sh", "-c", "kill -KILL $(cat /tmp/sshd.pid)"],
+        stderr=True,
+        stdout=True,
+        stdin=False,
+        tty=False,
+    )
+
+
+def test_a_worker_whose_sshd_dies_mid_run_is_replaced_and_the_job_recovers(
+    real_cluster: E2ECluster,
+    namespace_factory: Callable[[E2ECluster], str],
+    real_operator: OperatorProcess,
+) -> None:
+    """The ranks run for 30 s; worker 1's sshd is killed while they do. mpirun loses that
+    host and the launcher's attempt fails; the worker is replaced, and the launcher's next
+    attempt runs both ranks to the end. Two of the three retries are spent."""
+    ns = namespace_factory(real_cluster, restricted=True)
+    job = example("pi.yaml")
+    name = job["metadata"]["name"]
+    job["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"
+    job["spec"]["runPolicy"]["backoffLimit"] = 3
+    del job["spec"]["runPolicy"]["ttlSecondsAfterFinished"]
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] = "Never"
+    containers(job, "Launcher")[0]["args"] = ["-n", "2", "bash", "-c", RANK_RUNS_FOR_30S]
+    worker = containers(job, "Worker")[0]
+    worker["readinessProbe"] = {"tcpSocket": {"port": 2222}, "periodSeconds": 1}
+    wrap_command(worker, SSHD_UNTIL_KILLED, "sshd-until-killed")
+    create_mpijob(real_cluster, ns, job)
+
+    def ranks_running() -> bool:
+        launchers = pods_of(real_cluster, ns, name, "launcher")
+        if len(launchers) != 1:
+            return False
+        log = pod_log(real_cluster, ns, launchers[0].metadata.name)
+        return len(RANK_RUNS_LINE.findall(log)) == 2
+
+    wait_until(ranks_running, 300, interval=2, message="both ranks to run")
+    first = real_cluster.core.read_namespaced_pod(f"{name}-worker-1", ns)
+    kill_sshd(real_cluster, ns, f"{name}-worker-1")
+    done = wait_for_condition(
+        real_cluster, ns, name, "Succeeded", timeout=300, operator=real_operator
+    )
+
+    second = real_cluster.core.read_namespaced_pod(f"{name}-worker-1", ns)
+    assert second.metadata.uid != first.metadata.uid
+    replicas = done["status"]["replicaStatuses"]
+    assert replicas["Worker"]["failed"] == 1, replicas
+    assert replicas["Launcher"]["failed"] >= 1 and replicas["Launcher"]["succeeded"] == 1
+    restarting = condition(done, "Restarting")
+    assert restarting is None or restarting["status"] == "False", restarting
+
+
+def test_the_launchers_own_error_stays_in_the_failed_condition_after_its_pods_are_gone(
+    real_cluster: E2ECluster,
+    namespace_factory: Callable[[E2ECluster], str],
+    real_operator: OperatorProcess,
+) -> None:
+    ns = namespace_factory(real_cluster, restricted=True)
+    job = example("pi.yaml")
+    name = job["metadata"]["name"]
+    job["spec"]["runPolicy"] = {"cleanPodPolicy": "All", "backoffLimit": 0}
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] = "Never"
+    launcher = containers(job, "Launcher")[0]
+    launcher["command"] = ["bash", "-c"]
+    launcher["args"] = [LAUNCHER_ERROR]
+    create_mpijob(real_cluster, ns, job)
+    with pytest.raises(JobFailedError) as failure:
+        real_cluster.jobs.wait(name, "Succeeded", namespace=ns, timeout=300)
+    assert "cannot open /data/train.tfrecord: No such file" in str(failure.value)
+
+    wait_until(lambda: not pods_of(real_cluster, ns, name, "worker"), 120, message="cleanup")
+    for pod in pods_of(real_cluster, ns, name, "launcher"):
+        real_cluster.core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
+    wait_until(lambda: not pods_of(real_cluster, ns, name), 120, message="every pod gone")
+    failed = condition(get_mpijob(real_cluster, ns, name), "Failed")
+    assert failed is not None and failed["reason"] == "BackoffLimitExceeded/Error", failed
+    assert failed["message"].endswith(
+        "container mpi-launcher exited with code 1: "
+        "loading data\\nerror: cannot open /data/train.tfrecord: No such file or directory"
+    ), failed
 
 
 def _cpus(cluster: E2ECluster) -> int:
