@@ -92,8 +92,9 @@ RANK_RUNS_FOR_30S = 'echo "rank $OMPI_COMM_WORLD_RANK runs on $HOSTNAME"; exec s
 # sshd as a child, so that killing it (not the container's first process, which the kernel
 # shields from SIGKILL) ends the container with a failure.
 SSHD_UNTIL_KILLED = '"$@" & echo $! > /tmp/sshd.pid; wait; echo "sshd was killed"; exit 1'
+# Both lines on one stream: the runtime copies stdout and stderr apart, in no fixed order.
 LAUNCHER_ERROR = (
-    'echo "loading data"; '
+    'echo "loading data" >&2; '
     'echo "error: cannot open /data/train.tfrecord: No such file or directory" >&2; exit 1'
 )
 
