@@ -5,9 +5,13 @@
 
 from __future__ import annotations
 
-from typing import Final
+from datetime import datetime
+from typing import Any, Final
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
+
+from mpi_operator.api import constants as c
+from mpi_operator.controller.conditions import find_condition, is_true
 
 JOBS_CREATED: Final = Counter(
     "mpi_operator_jobs_created", "Counts number of MPI jobs created"
@@ -27,3 +31,92 @@ GANG_CAPACITY_NUDGES: Final = Counter(
     "mpi_operator_gang_capacity_nudges",
     "Waiting gangs whose scheduler was told that the cluster may have room for them",
 )
+
+# Seconds to a month: a job's pods start in seconds, a queued job may wait for days and a
+# training run may last weeks. One set for both histograms, so their panels line up.
+JOB_TIME_BUCKETS: Final = (
+    1.0,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    14400.0,
+    28800.0,
+    86400.0,
+    172800.0,
+    604800.0,
+    2592000.0,
+)
+JOBS_CREATION_TO_RUNNING: Final = Histogram(
+    "mpi_operator_jobs_creation_to_running_seconds",
+    "Seconds from an MPI job's creation to each time its Running condition turned True; "
+    "includes the time it waited suspended, e.g. queued by Kueue",
+    buckets=JOB_TIME_BUCKETS,
+)
+JOBS_DURATION: Final = Histogram(
+    "mpi_operator_jobs_duration_seconds",
+    "Seconds from an MPI job's startTime (set when it starts or resumes) to its "
+    "completionTime, by outcome (succeeded or failed)",
+    ["outcome"],
+    buckets=JOB_TIME_BUCKETS,
+)
+
+
+def observe_transitions(
+    metadata: dict[str, Any], before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    """Observe the Running and finished transitions from status ``before`` to ``after``.
+
+    The caller passes the status it replaced and the one the API server accepted, so each
+    transition is observed once whatever the retries or restarts; the values are read from
+    the job's own timestamps, never from when the operator happened to see them.
+    """
+    old = before.get("conditions") or []
+    new = after.get("conditions") or []
+    if is_true(new, c.CONDITION_RUNNING) and not is_true(old, c.CONDITION_RUNNING):
+        running = find_condition(new, c.CONDITION_RUNNING) or {}
+        waited = _seconds(metadata.get("creationTimestamp"), running.get("lastTransitionTime"))
+        if waited is not None:
+            JOBS_CREATION_TO_RUNNING.observe(waited)
+    outcome = _outcome(new)
+    if outcome and not _outcome(old):
+        ran = _seconds(after.get("startTime"), after.get("completionTime"))
+        if ran is not None:
+            JOBS_DURATION.labels(outcome).observe(ran)
+
+
+def _outcome(conditions: list[dict[str, Any]]) -> str:
+    if is_true(conditions, c.CONDITION_SUCCEEDED):
+        return "succeeded"
+    if is_true(conditions, c.CONDITION_FAILED):
+        return "failed"
+    return ""
+
+
+def _seconds(start: Any, end: Any) -> float | None:
+    """Seconds from ``start`` to ``end``; None unless both are ISO 8601 times with a zone, in order.
+
+    Anyone allowed to write the status can put anything there: a bad value loses one
+    observation, never the sync.
+    """
+    first, last = _time(start), _time(end)
+    if first is None or last is None or last < first:
+        return None
+    return (last - first).total_seconds()
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    # A time without a zone cannot be ordered against one with a zone.
+    return parsed if parsed.tzinfo is not None else None

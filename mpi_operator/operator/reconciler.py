@@ -26,6 +26,9 @@ RECONCILER_NAME: Final = "mpijob"
 """The reconciler's name in logs and in controller-runtime's metrics (``controller=...``)."""
 
 
+STATUS_RESOURCE: Final = f"{MPIJOBS.plural}/status"
+
+
 class SyncError(Exception):
     """The sync stopped before it was done; the key is retried with backoff."""
 
@@ -84,7 +87,7 @@ class MPIJobReconciler:
         self._expectations.expect(key, self._awaited(outcome.written))
         self._count_nudge(key, plan, outcome.written)
         if outcome.done == len(plan.actions):
-            self._count(obj, plan)
+            self._count(obj, plan, outcome.written)
         if outcome.cache_behind:
             # The cache is behind our own last write: sync again once it has caught up.
             log.debug("conflict, requeued: %s", outcome.error)
@@ -135,8 +138,17 @@ class MPIJobReconciler:
         else:
             self._nudges.request([key])
 
-    def _count(self, obj: Object, plan: Plan) -> None:
-        """Upstream's counters, moved only once the status write that records them landed."""
+    def _count(
+        self, obj: Object, plan: Plan, written: Sequence[tuple[Action, dict[str, Any] | None]]
+    ) -> None:
+        """Upstream's counters and the job-time histograms, moved only once the status write
+        that records them landed."""
+        for action, answer in written:
+            if action.resource == STATUS_RESOURCE:
+                # The write carried the cached resourceVersion: the status it replaced is
+                # the cached one, so what changed between them happened exactly once.
+                stored = (answer or action.body or {}).get("status") or {}
+                metrics.observe_transitions(obj["metadata"], obj.get("status") or {}, stored)
         if plan.created:
             metrics.JOBS_CREATED.inc()
         if plan.succeeded:
