@@ -29,6 +29,10 @@ from .operator import (
 
 pytestmark = pytest.mark.e2e
 
+TO_RUNNING = "mpi_operator_jobs_creation_to_running_seconds_count"
+DURATION = "mpi_operator_jobs_duration_seconds_count"
+SUCCEEDED = 'outcome="succeeded"'
+
 
 def test_pi_example_goes_created_running_succeeded(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
@@ -38,6 +42,8 @@ def test_pi_example_goes_created_running_succeeded(
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
     launcher.setdefault("metadata", {})["annotations"] = {SIM + "run-for": "4s"}
     created_before = operator.metric("mpi_operator_jobs_created_total") or 0
+    started_before = operator.metric(TO_RUNNING) or 0
+    succeeded_before = operator.metric(DURATION, SUCCEEDED) or 0
     create_mpijob(cluster, namespace, job)
     running = wait_for_condition(cluster, namespace, "pi", "Running", operator=operator)
     assert condition(running, "Created") is not None
@@ -57,6 +63,13 @@ def test_pi_example_goes_created_running_succeeded(
         operator.metric("mpi_operator_job_info", f'launcher="pi-launcher",namespace="{namespace}"')
         == 1
     )
+    # Observed when the operator's status write returns, maybe just after the condition shows.
+    wait_until(
+        lambda: (operator.metric(DURATION, SUCCEEDED) or 0) >= succeeded_before + 1,
+        10,
+        message="the job's duration observed",
+    )
+    assert (operator.metric(TO_RUNNING) or 0) >= started_before + 1
     # Beyond upstream: reconcile duration, queue depth and API requests by verb and resource.
     reconciles = operator.metric(
         "controller_runtime_reconcile_time_seconds_count", 'controller="mpijob"'
