@@ -12,6 +12,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from mpi_operator.api import constants as c
 from mpi_operator.controller.conditions import find_condition, is_true
+from mpi_operator.controller.ttl import parse_time
 
 JOBS_CREATED: Final = Counter(
     "mpi_operator_jobs_created", "Counts number of MPI jobs created"
@@ -99,6 +100,10 @@ def _outcome(conditions: list[dict[str, Any]]) -> str:
     return ""
 
 
+def _time(value: Any) -> datetime | None:
+    return parse_time(value) if isinstance(value, str) else None
+
+
 def _seconds(start: Any, end: Any) -> float | None:
     """Seconds from ``start`` to ``end``; None unless both are ISO 8601 times with a zone, in order.
 
@@ -109,14 +114,3 @@ def _seconds(start: Any, end: Any) -> float | None:
     if first is None or last is None or last < first:
         return None
     return (last - first).total_seconds()
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    # A time without a zone cannot be ordered against one with a zone.
-    return parsed if parsed.tzinfo is not None else None
