@@ -29,6 +29,7 @@ from mpi_operator.testing.wrappers import MPIJobWrapper
 from .clusters import (
     REPO,
     SCHEDULER_NAMES,
+    SIM,
     ClusterProvider,
     E2ECluster,
     load_cluster_tool,
@@ -237,6 +238,15 @@ def wait_for_condition(
         sys.stderr.write(f"--- status ---\n{yaml.safe_dump(status_seen)}\n")
         pytest.fail(f"MPIJob {namespace}/{name} {kind}={status}: {timed_out}")
     return job.to_dict()
+
+
+def run_held(
+    cluster: E2ECluster, namespace: str, name: str, operator: OperatorProcess
+) -> dict[str, Any]:
+    """A ``sim_job`` whose launcher runs until finished by hand, once the job is Running."""
+    job = sim_job(name).template_annotation("Launcher", SIM + "hold", "true").obj()
+    create_mpijob(cluster, namespace, job)
+    return wait_for_condition(cluster, namespace, name, "Running", operator=operator)
 
 
 def pods_of(cluster: E2ECluster, namespace: str, job_name: str, role: str = "") -> list[Any]:

@@ -21,6 +21,7 @@ from .operator import (
     finish_launcher,
     finish_pod,
     pods_of,
+    run_held,
     sim_job,
     wait_for_condition,
 )
@@ -93,9 +94,7 @@ def test_with_no_retries_a_failed_worker_fails_the_job_and_no_launcher_starts(
 def test_a_worker_failing_while_the_launcher_runs_is_replaced_and_the_job_runs_again(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = sim_job("again").template_annotation("Launcher", SIM + "hold", "true").obj()
-    create_mpijob(cluster, namespace, job)
-    wait_for_condition(cluster, namespace, "again", "Running", operator=operator)
+    run_held(cluster, namespace, "again", operator)
     old = pod_uid(cluster, namespace, "again-worker-0")
     finish_pod(cluster, namespace, "again-worker-0", exit_code=1)
     restarting = wait_for_condition(cluster, namespace, "again", "Restarting", operator=operator)

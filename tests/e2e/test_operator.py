@@ -22,6 +22,7 @@ from .operator import (
     get_mpijob,
     patch_mpijob,
     pods_of,
+    run_held,
     settle,
     sim_job,
     wait_for_condition,
@@ -118,9 +119,7 @@ def test_a_job_created_suspended_creates_no_pods_until_resumed(
 def test_suspending_a_running_job_deletes_workers_and_suspends_the_launcher(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = sim_job("pause").template_annotation("Launcher", SIM + "hold", "true").obj()
-    create_mpijob(cluster, namespace, job)
-    wait_for_condition(cluster, namespace, "pause", "Running", operator=operator)
+    run_held(cluster, namespace, "pause", operator)
     patch_mpijob(cluster, namespace, "pause", {"spec": {"runPolicy": {"suspend": True}}})
     wait_for_condition(cluster, namespace, "pause", "Suspended", operator=operator)
     wait_until(
