@@ -37,6 +37,9 @@ class WorkerFailures:
     """Worker failures over the job's life, these included (``replicaStatuses.Worker.failed``)."""
     limit: int = DEFAULT_BACKOFF_LIMIT
     launcher_failures: int = 0
+    ended: Sequence[dict[str, Any]] = field(default_factory=tuple)
+    """Workers that ended well before any launcher existed (an sshd stopped by SIGTERM exits
+    0): created again without counting, or a job waiting for ready workers would wait forever."""
 
     @property
     def spent_by_launcher(self) -> bool:
@@ -68,7 +71,12 @@ def launcher_failures(launcher: dict[str, Any] | None) -> int:
 
 
 def judge_worker_failures(
-    workers: Sequence[dict[str, Any]], recorded: int, launcher_failed: int, limit: int
+    workers: Sequence[dict[str, Any]],
+    recorded: int,
+    launcher_failed: int,
+    limit: int,
+    *,
+    launcher_exists: bool,
 ) -> WorkerFailures:
     """Replace failed workers, in index order, while the job has retries left.
 
@@ -78,15 +86,17 @@ def judge_worker_failures(
     fatal = None
     if recorded > 0 and recorded + launcher_failed > limit:
         return WorkerFailures((), None, recorded, limit, launcher_failed)
-    for pod in workers:
-        if phase(pod) != "Failed" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+    live = [pod for pod in workers if not (pod.get("metadata") or {}).get("deletionTimestamp")]
+    ended = () if launcher_exists else tuple(p for p in live if phase(p) == "Succeeded")
+    for pod in live:
+        if phase(pod) != "Failed":
             continue
         recorded += 1
         if recorded + launcher_failed > limit:
             fatal = pod
             break
         replaced.append(pod)
-    return WorkerFailures(tuple(replaced), fatal, recorded, limit, launcher_failed)
+    return WorkerFailures(tuple(replaced), fatal, recorded, limit, launcher_failed, ended)
 
 
 @dataclass(frozen=True)

@@ -218,7 +218,7 @@ class _Sync:
                 if ensured is None:
                     return self.plan
                 workers = ensured
-                failures = self._replace_failed_workers(workers, failures)
+                failures = self._replace_failed_workers(workers, failures, launcher)
             if launcher is None and self._launcher_may_start(workers):
                 launcher = self._create_launcher()
         if launcher is not None and not done:
@@ -469,14 +469,21 @@ class _Sync:
         return workers
 
     def _replace_failed_workers(
-        self, workers: Sequence[dict[str, Any]], failures: WorkerFailures
+        self,
+        workers: Sequence[dict[str, Any]],
+        failures: WorkerFailures,
+        launcher: dict[str, Any] | None,
     ) -> WorkerFailures:
         """Delete failed workers while the job has retries left; the next sync creates them
         again. The delete names the pod's uid, so it never removes a replacement."""
         judged = judge_worker_failures(
-            workers, failures.recorded, failures.launcher_failures, failures.limit
+            workers,
+            failures.recorded,
+            failures.launcher_failures,
+            failures.limit,
+            launcher_exists=launcher is not None,
         )
-        for pod in judged.replaced:
+        for pod in (*judged.replaced, *judged.ended):
             uid = pod["metadata"].get("uid")
             body = {"preconditions": {"uid": uid}} if uid else None
             self._write("delete", "pods", pod["metadata"]["name"], body, batch=WORKER_PODS)

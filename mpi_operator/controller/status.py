@@ -233,6 +233,10 @@ def _record_worker_failures(
         out.events.append(Event(WARNING, REASON_RESTARTING, message))
         conditions = out.status["conditions"]
         set_condition(conditions, c.CONDITION_RESTARTING, "True", REASON_RESTARTING, message, now)
+    for pod in failures.ended:
+        name = (pod.get("metadata") or {}).get("name", "")
+        message = f"Worker pod {namespace}/{name} ended before the launcher started; created again"
+        out.events.append(Event(WARNING, REASON_RESTARTING, message))
     if failures.fatal is not None:
         name = (failures.fatal.get("metadata") or {}).get("name", "")
         failure = pod_failure(failures.fatal)

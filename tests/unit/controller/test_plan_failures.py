@@ -102,6 +102,22 @@ def test_a_succeeded_worker_is_left_as_it_is() -> None:
     assert not any(a.resource == "pods" for a in plan_sync(job, view, context(now=LATER)).actions)
 
 
+def test_a_worker_that_ended_before_any_launcher_is_created_again_without_counting() -> None:
+    # sshd exits 0 on SIGTERM; a job waiting for ready workers must not wait for it forever.
+    view = cluster_view()
+    job = MPIJobWrapper().workers(2).launcher_creation_policy("WaitForWorkersReady").obj()
+    job = converge(job, view, context())
+    pod = view.get("pods", "ns", "test-worker-1")
+    assert pod is not None
+    pod["status"] = {"phase": "Succeeded"}
+    replacing = sync(job, view, context(now=LATER))
+    assert [w for w in writes(replacing) if "pods" in w] == ["delete pods test-worker-1"]
+    assert reasons(replacing) == ["MPIJobRestarting"]
+    assert "failed" not in job["status"]["replicaStatuses"]["Worker"]
+    recreating = sync(job, view, context(now=LATER))
+    assert [w for w in writes(recreating) if "pods" in w] == ["create pods test-worker-1"]
+
+
 def test_wait_for_workers_ready_recovers_from_a_failed_worker() -> None:
     view = cluster_view()
     job = MPIJobWrapper().workers(2).launcher_creation_policy("WaitForWorkersReady").obj()
