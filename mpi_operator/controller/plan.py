@@ -49,7 +49,7 @@ from mpi_operator.desired.launcher import (
     new_launcher_job,
     template_sets_restart_policy,
 )
-from mpi_operator.desired.objects import render_errors
+from mpi_operator.desired.objects import Child, children, render_errors
 from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
@@ -186,6 +186,10 @@ class _Sync:
         self.status = current_status(job)
         self.original_status = copy.deepcopy(self.status)
         self.desired_gang: list[tuple[str, dict[str, Any]]] | None = None
+        # What the children's steps found or created this sync.
+        self.launcher: dict[str, Any] | None = None
+        self.workers: list[dict[str, Any]] = []
+        self.failures = WorkerFailures()
 
     def run(self) -> Plan:
         created = mark_created(self.job, self.status, self.ctx.now)
@@ -202,25 +206,15 @@ class _Sync:
         if launcher is not None and not self._owned(launcher, "jobs"):
             return self.plan
         done = launcher is not None and _job_finished(launcher)
-        workers: list[dict[str, Any]] = []
-        failures = WorkerFailures(
+        self.launcher = launcher
+        self.failures = WorkerFailures(
             recorded=recorded_worker_failures(self.status),
             limit=backoff_limit(self.job),
             launcher_failures=launcher_failures(launcher),
         )
-        if not done:
-            if not (self._ensure_service() and self._ensure_config_map() and self._ensure_secret()):
-                return self.plan
-            if not self.suspended:
-                if self.ctx.gang is not None and not self._ensure_gang_objects(self.ctx.gang):
-                    return self.plan
-                ensured = self._ensure_workers()
-                if ensured is None:
-                    return self.plan
-                workers = ensured
-                failures = self._replace_failed_workers(workers, failures, launcher)
-            if launcher is None and self._launcher_may_start(workers):
-                launcher = self._create_launcher()
+        if not done and not self._ensure_children():
+            return self.plan
+        launcher, workers, failures = self.launcher, self.workers, self.failures
         if launcher is not None and not done:
             self._sync_launcher_suspension(launcher, workers)
         if self.suspended:
@@ -300,6 +294,19 @@ class _Sync:
         return True
 
     # -- children ----------------------------------------------------------------------
+    def _ensure_children(self) -> bool:
+        """Create or update each child in ``desired.objects.children`` order, as rendering
+        lists them; False when the sync must stop (an object of ours is someone else's)."""
+        ensure: dict[Child, Callable[[], bool]] = {
+            Child.SERVICE: self._ensure_service,
+            Child.CONFIG_MAP: self._ensure_config_map,
+            Child.SSH_SECRET: self._ensure_secret,
+            Child.GANG_OBJECTS: self._ensure_gang_objects,
+            Child.WORKERS: self._ensure_workers,
+            Child.LAUNCHER: self._ensure_launcher,
+        }
+        return all(ensure[child]() for child in children(self.job, self.ctx.gang))
+
     def _ensure_service(self) -> bool:
         desired = new_service(self.job)
         current = self.view.get("services", self.ns, names.service_name(self.job))
@@ -362,7 +369,9 @@ class _Sync:
             self._write("update", "secrets", name, updated, batch=SHARED_OBJECTS)
         return True
 
-    def _ensure_gang_objects(self, gang: GangScheduler) -> bool:
+    def _ensure_gang_objects(self) -> bool:
+        gang = self.ctx.gang
+        assert gang is not None
         for resource, desired in self._gang_objects(gang):
             name = desired["metadata"]["name"]
             current = self.view.get(resource, self.ns, name)
@@ -444,7 +453,15 @@ class _Sync:
     def _cluster_object(self, plural: str, name: str) -> dict[str, Any] | None:
         return self.view.get(plural, "", name)
 
-    def _ensure_workers(self) -> list[dict[str, Any]] | None:
+    def _ensure_workers(self) -> bool:
+        workers = self._ensure_worker_pods()
+        if workers is None:
+            return False
+        self.workers = workers
+        self.failures = self._replace_failed_workers(workers, self.failures, self.launcher)
+        return True
+
+    def _ensure_worker_pods(self) -> list[dict[str, Any]] | None:
         """Worker pods after creating missing ones and deleting surplus ones; None on conflict."""
         replicas = self.job.replicas(c.WORKER)
         existing = {pod["metadata"]["name"]: pod for pod in self.view.worker_pods(self.job)}
@@ -490,6 +507,11 @@ class _Sync:
         return judged
 
     # -- launcher ----------------------------------------------------------------------
+    def _ensure_launcher(self) -> bool:
+        if self.launcher is None and self._launcher_may_start(self.workers):
+            self.launcher = self._create_launcher()
+        return True
+
     def _launcher_may_start(self, workers: Sequence[dict[str, Any]]) -> bool:
         assert self.job.spec is not None
         if self.job.spec.launcher_creation_policy == c.LAUNCHER_CREATION_AT_STARTUP:

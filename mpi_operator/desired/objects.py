@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from enum import Enum
 from typing import Any
 
 from gang import GangScheduler
@@ -33,19 +34,42 @@ def render_errors(job: MPIJob, facts: ClusterFacts, gang: GangScheduler | None) 
     ]
 
 
+class Child(Enum):
+    """A kind of child a job has; ``children`` gives their creation order."""
+
+    SERVICE = "Service"
+    CONFIG_MAP = "ConfigMap"
+    SSH_SECRET = "Secret"
+    GANG_OBJECTS = "the gang's objects"
+    WORKERS = "worker Pods"
+    LAUNCHER = "launcher Job"
+
+
+def children(job: MPIJob, gang: GangScheduler | None) -> tuple[Child, ...]:
+    """The job's children in creation order: everything the launcher needs exists before it
+    starts, and the gang's objects before the pods that join them. A suspended job gets
+    neither gang objects nor workers, and a suspended launcher Job.
+
+    Rendering and the operator's sync both walk this list, so a new child, or a new rule of
+    when one exists, is one edit here.
+    """
+    order = [Child.SERVICE, Child.CONFIG_MAP, Child.SSH_SECRET]
+    if not is_suspended(job):
+        if gang is not None:
+            order.append(Child.GANG_OBJECTS)
+        order.append(Child.WORKERS)
+    order.append(Child.LAUNCHER)
+    return tuple(order)
+
+
 def desired_objects(
     job: MPIJob,
     facts: ClusterFacts,
     gang: GangScheduler | None,
     ssh_key: SSHKeyPair | None = None,
 ) -> list[dict[str, Any]]:
-    """Service, ConfigMap, Secret, the gang's objects (a PodGroup, say), workers 0..N-1, then
-    the launcher Job.
-
-    Everything the launcher needs exists before it starts. A suspended job gets neither
-    gang objects nor workers, and a suspended launcher Job. A key pair is generated when
-    ``ssh_key`` is None.
-    """
+    """Every object of ``children``, in order. A key pair is generated when ``ssh_key`` is
+    None."""
     return list(iter_desired_objects(job, facts, gang, ssh_key))
 
 
@@ -56,12 +80,17 @@ def iter_desired_objects(
     ssh_key: SSHKeyPair | None = None,
 ) -> Iterator[dict[str, Any]]:
     """``desired_objects`` one at a time: a job's worker pods need not all be in memory."""
-    yield new_service(job)
-    yield new_config_map(job, facts)
-    yield new_ssh_secret(job, ssh_key or generate_ssh_key_pair())
-    if not is_suspended(job):
-        if gang is not None:
+    for child in children(job, gang):
+        if child is Child.SERVICE:
+            yield new_service(job)
+        elif child is Child.CONFIG_MAP:
+            yield new_config_map(job, facts)
+        elif child is Child.SSH_SECRET:
+            yield new_ssh_secret(job, ssh_key or generate_ssh_key_pair())
+        elif child is Child.GANG_OBJECTS and gang is not None:
             yield from gang.gang_objects(job, facts)
-        for index in range(job.replicas(c.WORKER)):
-            yield new_worker_pod(job, index, facts, gang)
-    yield new_launcher_job(job, facts, gang)
+        elif child is Child.WORKERS:
+            for index in range(job.replicas(c.WORKER)):
+                yield new_worker_pod(job, index, facts, gang)
+        elif child is Child.LAUNCHER:
+            yield new_launcher_job(job, facts, gang)

@@ -10,6 +10,7 @@ import pytest
 from gang import select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.controller.plan import Plan, SyncContext, plan_sync
+from mpi_operator.desired.objects import desired_objects
 from mpi_operator.desired.ssh import SSHKeyPair
 from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import MPIJobWrapper
@@ -619,3 +620,26 @@ def test_a_job_from_submission_to_running_costs_two_syncs_of_writes() -> None:
     view.apply(second.actions)
     third = plan_sync(obj, view, context(now=LATER))
     assert third.actions == [] and third.events == []
+
+
+@pytest.mark.parametrize("suspended", [False, True], ids=["running", "suspended"])
+@pytest.mark.parametrize(
+    "gang", ["", "volcano", "scheduler-plugins-scheduler", "koord-scheduler"], ids=str
+)
+def test_a_first_sync_creates_what_render_lists_in_the_same_order(
+    gang: str, suspended: bool
+) -> None:
+    obj = MPIJobWrapper().workers(3).suspend(suspended).obj()
+    ctx = context(gang)
+    plan = plan_sync(obj, cluster_view(), ctx)
+    created = [(a.resource, a.name, a.body) for a in plan.actions if a.verb == "create"]
+    plurals = {"Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
+    plurals |= {"Pod": "pods", "Job": "jobs"}
+    if ctx.gang is not None:
+        plurals |= {r.kind: r.plural for r in ctx.gang.gang_resources}
+    job = MPIJobWrapper().workers(3).suspend(suspended).defaulted()
+    rendered = [
+        (plurals[o["kind"]], o["metadata"]["name"], o)
+        for o in desired_objects(job, ctx.facts, ctx.gang, KEY)
+    ]
+    assert created == rendered
