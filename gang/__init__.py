@@ -1,14 +1,15 @@
 """Gang scheduling strategies: everything scheduler-specific lives below this package.
 
-The core operator only knows the ``GangScheduler`` protocol and ``select_gang_scheduler``.
-A new gang scheduler is one new module below ``gang/`` plus one entry in ``_STRATEGIES``.
+The core operator only knows the ``GangScheduler`` protocol, its optional capabilities and
+``select_gang_scheduler``. A new gang scheduler is one new module below ``gang/`` plus one entry
+in ``_STRATEGIES`` (docs/gang-scheduling.md, "Adding a scheduler").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
@@ -67,17 +68,34 @@ Lookup = Callable[[str, str], dict[str, Any] | None]
 
 
 class GangScheduler(Protocol):
-    """A gang scheduler the operator can hand a job's pods to.
+    """A gang scheduler the operator can hand a job's pods to: the core every strategy has.
 
-    A scheduler may need objects of its own for a gang (none, one or several, each of a kind in
-    ``gang_resources``), created before the pods and deleted with them, or only marks on the
-    pods (``decorate_pod_template``). Its verdict is read from those objects and the pods.
+    What else a scheduler needs is a capability it declares by having its members, checked by
+    type (``runtime_checkable``), as kueue's job framework checks its optional interfaces:
+    objects of its own for a gang (``WithGangObjects``: a PodGroup, say), cluster-scoped inputs
+    to its verdict (``WithClusterInputs``: Volcano's queues) and a nudge when capacity appears
+    (``WithCapacityNudge``). A scheduler whose gang is only marks on the pods (Koordinator's
+    annotations) is the core alone.
     """
 
     @property
     def scheduler_name(self) -> str:
         """The pods' spec.schedulerName."""
         ...
+
+    def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
+        """A copy of ``template`` that this scheduler places in the job's gang."""
+        ...
+
+    def gang_state(self, gang: StoredGang) -> GangState:
+        """The scheduler's verdict on a job's gang, read from its stored objects and pods."""
+        ...
+
+
+@runtime_checkable
+class WithGangObjects(GangScheduler, Protocol):
+    """A scheduler with objects of its own for each gang (none, one or several, each of a kind
+    in ``gang_resources``), created before the pods and deleted with them."""
 
     @property
     def gang_resources(self) -> Sequence[GangResource]:
@@ -87,10 +105,6 @@ class GangScheduler(Protocol):
     def gang_objects(self, job: MPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
         """The desired objects of a (defaulted, valid) job's gang, metadata included: one of
         each ``gang_resources`` kind, in that order (the order they are created in)."""
-        ...
-
-    def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
-        """A copy of ``template`` that this scheduler places in the job's gang."""
         ...
 
     def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
@@ -103,9 +117,11 @@ class GangScheduler(Protocol):
         """The object to send as an update: a copy of ``current`` with the desired spec."""
         ...
 
-    def gang_state(self, gang: StoredGang) -> GangState:
-        """The scheduler's verdict on a job's gang, read from its stored objects and pods."""
-        ...
+
+@runtime_checkable
+class WithClusterInputs(WithGangObjects, Protocol):
+    """A scheduler whose verdict also depends on cluster-scoped objects, which the gang's own
+    objects do not reflect (a Volcano queue that does not exist, say)."""
 
     @property
     def watched_resources(self) -> Sequence[ClusterResource]:
@@ -123,24 +139,39 @@ class GangScheduler(Protocol):
         the gang of this stored gang object: a change to one concerns only those jobs."""
         ...
 
+
+@runtime_checkable
+class WithCapacityNudge(WithGangObjects, Protocol):
+    """A scheduler that does not look at a waiting gang again by itself when the cluster may
+    have room for it (a node added or made schedulable, allocatable grown, a bound pod gone)."""
+
     def waits(self, gang_object: dict[str, Any]) -> bool:
         """Whether this stored gang object alone shows its gang as not placed yet: the
         objects a ``capacity_nudge`` is patched onto."""
         ...
 
-    def capacity_nudge(self, stamp: str) -> dict[str, Any] | None:
-        """What the scheduler needs when the cluster may have room for a waiting gang (a node
-        added or made schedulable, allocatable grown, a bound pod gone): a merge patch for
-        each gang object that ``waits``, making the scheduler look at the gang again,
-        different for each ``stamp``; None when the scheduler looks again by itself. The
-        answer does not depend on the gang, so None for one stamp means None for all: no
-        capacity watch is needed."""
+    def capacity_nudge(self, stamp: str) -> dict[str, Any]:
+        """A merge patch for each gang object that ``waits``, making the scheduler look at the
+        gang again, different for each ``stamp``."""
         ...
 
 
-def needs_capacity_nudges(gang: GangScheduler | None) -> bool:
-    """Whether the scheduler must be told when the cluster may have room for waiting gangs."""
-    return gang is not None and gang.capacity_nudge("") is not None
+def gang_objects_of(gang: GangScheduler | None) -> WithGangObjects | None:
+    return gang if isinstance(gang, WithGangObjects) else None
+
+
+def cluster_inputs_of(gang: GangScheduler | None) -> WithClusterInputs | None:
+    return gang if isinstance(gang, WithClusterInputs) else None
+
+
+def capacity_nudge_of(gang: GangScheduler | None) -> WithCapacityNudge | None:
+    return gang if isinstance(gang, WithCapacityNudge) else None
+
+
+def gang_resources_of(gang: GangScheduler | None) -> Sequence[GangResource]:
+    """The kinds of the gang's own objects; none for a scheduler without any."""
+    with_objects = gang_objects_of(gang)
+    return with_objects.gang_resources if with_objects is not None else ()
 
 
 def _volcano(name: str) -> GangScheduler:

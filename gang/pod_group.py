@@ -8,7 +8,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from gang import ClusterResource, GangResource, GangState, Lookup, StoredGang
+from gang import GangResource, GangState, StoredGang
 from gang.members import min_member
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
@@ -82,27 +82,6 @@ class PodGroupScheduler(abc.ABC):
     @abc.abstractmethod
     def pod_group_state(self, pod_group: dict[str, Any]) -> GangState:
         """The scheduler's verdict on a stored PodGroup, read from its status."""
-
-    def waits(self, gang_object: dict[str, Any]) -> bool:
-        return self.pod_group_state(gang_object).scheduled is False
-
-    def blocked(self, gang: StoredGang, lookup: Lookup) -> GangState | None:
-        return self.pod_group_blocked(gang.objects[self.pod_group_resource.plural], lookup)
-
-    # Most schedulers report everything on the PodGroup itself.
-    watched_resources: ClassVar[Sequence[ClusterResource]] = ()
-
-    def pod_group_blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
-        """Why the scheduler will not consider this PodGroup's gang, when the PodGroup itself
-        cannot say (see ``GangScheduler.blocked``)."""
-        return None
-
-    def inputs_of(self, pod_group: dict[str, Any]) -> Sequence[tuple[str, str]]:
-        return ()
-
-    # Most schedulers look at waiting gangs again by themselves (Volcano: every second).
-    def capacity_nudge(self, stamp: str) -> dict[str, Any] | None:
-        return None
 
 
 def same_spec(

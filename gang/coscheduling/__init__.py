@@ -56,7 +56,11 @@ class CoschedulingScheduler(PodGroupScheduler):
     def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
         return assign_to_gang(template, self.scheduler_name, labels={POD_GROUP_LABEL: job.name})
 
-    def capacity_nudge(self, stamp: str) -> dict[str, Any] | None:
+    def waits(self, gang_object: dict[str, Any]) -> bool:
+        return self.pod_group_state(gang_object).scheduled is False
+
+    def capacity_nudge(self, stamp: str) -> dict[str, Any]:
+        # The plugin retries a turned-down gang only on a Pod add or a PodGroup change.
         return {"metadata": {"annotations": {CAPACITY_ANNOTATION: stamp}}}
 
     def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:

@@ -7,14 +7,13 @@ The scheduler reports only on the pods, through their ``PodScheduled`` condition
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
-from gang import ClusterResource, GangResource, GangState, Lookup, StoredGang
+from gang import GangState, StoredGang
 from gang.members import gang_replica_types, gang_size, min_member, scheduling_policy
 from gang.pod_template import assign_to_gang
 from mpi_operator.api import constants as c
-from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
 
 SCHEDULER_NAME: Final = "koord-scheduler"
@@ -40,26 +39,11 @@ class KoordinatorScheduler:
     def scheduler_name(self) -> str:
         return SCHEDULER_NAME
 
-    @property
-    def gang_resources(self) -> Sequence[GangResource]:
-        return ()
-
-    def gang_objects(self, job: MPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
-        return []
-
     def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
         if _replica_type(template.get("metadata")) not in (None, *gang_replica_types(job)):
             # The launcher created once the workers run is placed alone.
             return assign_to_gang(template, SCHEDULER_NAME)
         return assign_to_gang(template, SCHEDULER_NAME, annotations=gang_annotations(job))
-
-    def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
-        return False
-
-    def updated_object(
-        self, current: Mapping[str, Any], desired: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        raise AssertionError("an annotation-only gang has no objects to update")
 
     def gang_state(self, gang: StoredGang) -> GangState:
         roles = gang_replica_types(gang.job)
@@ -80,23 +64,6 @@ class KoordinatorScheduler:
         return GangState(
             None, "PodsNotScheduled", "koord-scheduler has not reported on the gang's pods yet."
         )
-
-    @property
-    def watched_resources(self) -> Sequence[ClusterResource]:
-        return ()
-
-    def blocked(self, gang: StoredGang, lookup: Lookup) -> GangState | None:
-        return None
-
-    def inputs_of(self, gang_object: dict[str, Any]) -> Sequence[tuple[str, str]]:
-        return ()
-
-    def waits(self, gang_object: dict[str, Any]) -> bool:
-        return False
-
-    # No gang object to touch: when capacity appears, retrying is koord-scheduler's own work.
-    def capacity_nudge(self, stamp: str) -> dict[str, Any] | None:
-        return None
 
 
 def gang_name(job: MPIJob) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from gang import ClusterResource, GangState, Lookup
+from gang import ClusterResource, GangState, Lookup, StoredGang
 from gang.members import min_resources, scheduling_policy, template_priority_class
 from gang.pod_group import (
     PodGroupScheduler,
@@ -45,7 +45,8 @@ class VolcanoScheduler(PodGroupScheduler):
     """Gangs placed by vc-scheduler, admitted through Volcano queues."""
 
     pod_group_resource = POD_GROUP_RESOURCE
-    watched_resources = (QUEUE_RESOURCE,)
+    # Volcano looks at waiting gangs again by itself (every second): no capacity nudge.
+    watched_resources: Sequence[ClusterResource] = (QUEUE_RESOURCE,)
 
     @property
     def scheduler_name(self) -> str:
@@ -114,10 +115,10 @@ class VolcanoScheduler(PodGroupScheduler):
             f'The gang waits for admission to Volcano queue "{queue}".',
         )
 
-    def pod_group_blocked(self, pod_group: dict[str, Any], lookup: Lookup) -> GangState | None:
+    def blocked(self, gang: StoredGang, lookup: Lookup) -> GangState | None:
         # Volcano writes nothing on a PodGroup whose queue is missing or not Open: the gang
         # just never enters a queue, so the queue itself is the only place the cause shows.
-        name = _pod_group_queue(pod_group)
+        name = _pod_group_queue(gang.objects[POD_GROUP_RESOURCE.plural])
         queue = lookup(QUEUE_RESOURCE.plural, name)
         if queue is None:
             return GangState(

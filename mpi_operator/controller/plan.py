@@ -16,7 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
-from gang import GangScheduler, StoredGang
+from gang import (
+    GangScheduler,
+    StoredGang,
+    capacity_nudge_of,
+    cluster_inputs_of,
+    gang_objects_of,
+    gang_resources_of,
+)
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
@@ -278,14 +285,13 @@ class _Sync:
             ):
                 continue
             self._write("delete", "pods", pod["metadata"]["name"], batch=WORKER_PODS)
-        if self.ctx.gang is not None:
-            for resource, name in self._gang_object_names(self.ctx.gang):
-                gang_object = self.view.get(resource, self.ns, name)
-                if gang_object is None:
-                    continue
-                if not self._owned(gang_object, resource):
-                    return False
-                self._write("delete", resource, name)
+        for resource, name in self._gang_object_names():
+            gang_object = self.view.get(resource, self.ns, name)
+            if gang_object is None:
+                continue
+            if not self._owned(gang_object, resource):
+                return False
+            self._write("delete", resource, name)
         # Worker failures stay counted: they are the job's history, and suspension does not
         # give retries back.
         failed = recorded_worker_failures(self.status)
@@ -370,9 +376,10 @@ class _Sync:
         return True
 
     def _ensure_gang_objects(self) -> bool:
-        gang = self.ctx.gang
-        assert gang is not None
-        for resource, desired in self._gang_objects(gang):
+        gang = gang_objects_of(self.ctx.gang)
+        assert gang is not None  # children() lists the gang's objects only then
+        nudger = capacity_nudge_of(gang) if self.ctx.nudge else None
+        for resource, desired in self._gang_objects():
             name = desired["metadata"]["name"]
             current = self.view.get(resource, self.ns, name)
             if current is None:
@@ -383,28 +390,28 @@ class _Sync:
             if gang.needs_update(current, desired):
                 # The update wakes the scheduler as a nudge would.
                 self._write("update", resource, name, gang.updated_object(current, desired))
-            elif self.ctx.nudge and gang.waits(current):
-                patch = gang.capacity_nudge(self.ctx.now)
-                if patch is not None:
-                    self._write("patch", resource, name, patch)
-                    self.plan.nudged = True
+            elif nudger is not None and nudger.waits(current):
+                self._write("patch", resource, name, nudger.capacity_nudge(self.ctx.now))
+                self.plan.nudged = True
         return True
 
-    def _gang_objects(self, gang: GangScheduler) -> list[tuple[str, dict[str, Any]]]:
-        """The gang's desired objects, each with its resource plural (built once a sync)."""
+    def _gang_objects(self) -> list[tuple[str, dict[str, Any]]]:
+        """The gang's desired objects, each with its resource plural (built once a sync); none
+        for a scheduler whose gang is only marks on the pods."""
         if self.desired_gang is None:
-            objects = gang.gang_objects(self.job, self.ctx.facts)
-            resources = gang.gang_resources
+            gang = gang_objects_of(self.ctx.gang)
+            objects = gang.gang_objects(self.job, self.ctx.facts) if gang else []
+            resources = gang_resources_of(gang)
             self.desired_gang = [(r.plural, o) for r, o in zip(resources, objects, strict=True)]
         return self.desired_gang
 
-    def _gang_object_names(self, gang: GangScheduler) -> list[tuple[str, str]]:
-        return [(plural, obj["metadata"]["name"]) for plural, obj in self._gang_objects(gang)]
+    def _gang_object_names(self) -> list[tuple[str, str]]:
+        return [(plural, obj["metadata"]["name"]) for plural, obj in self._gang_objects()]
 
-    def _stored_gang(self, gang: GangScheduler) -> StoredGang | None:
+    def _stored_gang(self) -> StoredGang | None:
         """The job's gang as cached; None while any of its objects is not stored yet."""
         objects = {}
-        for resource, name in self._gang_object_names(gang):
+        for resource, name in self._gang_object_names():
             stored = self.view.get(resource, self.ns, name)
             if stored is None:
                 return None
@@ -423,12 +430,13 @@ class _Sync:
         a gang that ran must not read as waiting when its pods go and the scheduler's status
         falls back to pending.
         """
-        stored = self._stored_gang(gang)
+        stored = self._stored_gang()
         if stored is None:
             return
         state = gang.gang_state(stored)
-        if not state.scheduled and not placed_only:
-            state = gang.blocked(stored, self._cluster_object) or state
+        inputs = cluster_inputs_of(gang)
+        if not state.scheduled and not placed_only and inputs is not None:
+            state = inputs.blocked(stored, self._cluster_object) or state
         if state.scheduled is None:
             return
         if placed_only and (
@@ -582,9 +590,7 @@ class _Sync:
         return False
 
     def _kind(self, resource: str) -> str:
-        gang_kinds = (
-            {r.plural: r.kind for r in self.ctx.gang.gang_resources} if self.ctx.gang else {}
-        )
+        gang_kinds = {r.plural: r.kind for r in gang_resources_of(self.ctx.gang)}
         return _KINDS.get(resource) or gang_kinds.get(resource) or resource
 
     def _write(

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
-from gang import GangScheduler
+from gang import GangScheduler, gang_objects_of
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import FieldError
@@ -55,7 +55,7 @@ def children(job: MPIJob, gang: GangScheduler | None) -> tuple[Child, ...]:
     """
     order = [Child.SERVICE, Child.CONFIG_MAP, Child.SSH_SECRET]
     if not is_suspended(job):
-        if gang is not None:
+        if gang_objects_of(gang) is not None:
             order.append(Child.GANG_OBJECTS)
         order.append(Child.WORKERS)
     order.append(Child.LAUNCHER)
@@ -87,8 +87,8 @@ def iter_desired_objects(
             yield new_config_map(job, facts)
         elif child is Child.SSH_SECRET:
             yield new_ssh_secret(job, ssh_key or generate_ssh_key_pair())
-        elif child is Child.GANG_OBJECTS and gang is not None:
-            yield from gang.gang_objects(job, facts)
+        elif child is Child.GANG_OBJECTS and (with_objects := gang_objects_of(gang)):
+            yield from with_objects.gang_objects(job, facts)
         elif child is Child.WORKERS:
             for index in range(job.replicas(c.WORKER)):
                 yield new_worker_pod(job, index, facts, gang)

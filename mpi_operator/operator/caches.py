@@ -12,7 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gang import GangScheduler, needs_capacity_nudges
+from gang import (
+    GangScheduler,
+    WithClusterInputs,
+    capacity_nudge_of,
+    cluster_inputs_of,
+    gang_resources_of,
+)
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
@@ -54,9 +60,9 @@ def pod_status_only(pod: Object) -> Object:
     return pod
 
 
-def gang_resources(gang: GangScheduler) -> list[Resource]:
-    """The namespaced kinds of the strategy's own gang objects."""
-    return [Resource(r.group, r.version, r.plural, True, r.kind) for r in gang.gang_resources]
+def gang_resources(gang: GangScheduler | None) -> list[Resource]:
+    """The namespaced kinds of the strategy's own gang objects (none without any)."""
+    return [Resource(r.group, r.version, r.plural, True, r.kind) for r in gang_resources_of(gang)]
 
 
 @dataclass(frozen=True)
@@ -123,20 +129,23 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
     }
     priority_classes = None
     gang_inputs: dict[str, Informer] = {}
-    nudges = needs_capacity_nudges(gang)
+    nudger, inputs = capacity_nudge_of(gang), cluster_inputs_of(gang)
+    for resource in gang_resources(gang):
+        indexers: dict[str, Callable[[Object], list[str]]] = {}
+        if inputs is not None:
+            indexers[INDEX_GANG_INPUT] = _index_by_gang_input(inputs)
+        if nudger is not None:
+            indexers[INDEX_GANG_WAITING] = index_waiting(nudger)
+        children[resource.plural] = child(resource, indexers=indexers)
     if gang is not None:
-        for resource in gang_resources(gang):
-            indexers = {INDEX_GANG_INPUT: _index_by_gang_input(gang)}
-            if nudges:
-                indexers[INDEX_GANG_WAITING] = index_waiting(gang)
-            children[resource.plural] = child(resource, indexers=indexers)
         priority_classes = Informer.for_resource(client, PRIORITY_CLASSES)
-        for watched in gang.watched_resources:
+    if inputs is not None:
+        for watched in inputs.watched_resources:
             cluster_scoped = Resource(
                 watched.group, watched.version, watched.plural, False, watched.kind
             )
             gang_inputs[watched.plural] = Informer.for_resource(client, cluster_scoped)
-    capacity = capacity_informers(client, scope) if nudges else {}
+    capacity = capacity_informers(client, scope) if nudger is not None else {}
     mpijobs = Informer.for_resource(client, MPIJOBS, namespace=scope)
     return Caches(mpijobs, children, priority_classes, gang_inputs, capacity)
 
@@ -192,7 +201,7 @@ def enqueue_owner(caches: Caches, enqueue: Callable[[str], None]) -> Callable[[O
 
 
 def enqueue_gang_input_users(
-    caches: Caches, gang: GangScheduler, plural: str, enqueue: Callable[[str], None]
+    caches: Caches, gang: WithClusterInputs, plural: str, enqueue: Callable[[str], None]
 ) -> Callable[..., None]:
     """For a changed gang input of kind ``plural`` (a Volcano queue, say): enqueue the jobs
     whose gang objects the strategy reads it for, and no other."""
@@ -213,7 +222,7 @@ def _gang_input_value(plural: str, name: str) -> str:
     return f"{plural}/{name}"
 
 
-def _index_by_gang_input(gang: GangScheduler) -> Callable[[Object], list[str]]:
+def _index_by_gang_input(gang: WithClusterInputs) -> Callable[[Object], list[str]]:
     def index(gang_object: Object) -> list[str]:
         return [_gang_input_value(plural, name) for plural, name in gang.inputs_of(gang_object)]
 
@@ -224,7 +233,7 @@ def waiting_gang_objects(caches: Caches, gang: GangScheduler) -> list[Object]:
     """The cached gang objects of gangs not placed yet."""
     return [
         gang_object
-        for resource in gang.gang_resources
+        for resource in gang_resources_of(gang)
         for gang_object in caches.children[resource.plural].store.by_index(
             INDEX_GANG_WAITING, WAITING
         )

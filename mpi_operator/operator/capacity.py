@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gang import GangScheduler
+from gang import WithCapacityNudge
 from mpi_operator.api import constants as c
 from mpi_operator.quantity import InvalidQuantityError, Quantity
 from mpi_operator.runtime.client import NODES, PODS, ApiError, Client
@@ -128,7 +128,7 @@ def gangs_to_nudge(change: Change, waiting: Callable[[], Iterable[Object]]) -> l
     return sorted(keys)
 
 
-def index_waiting(gang: GangScheduler) -> Callable[[Object], list[str]]:
+def index_waiting(gang: WithCapacityNudge) -> Callable[[Object], list[str]]:
     """Files the gang objects whose gangs wait under WAITING, so a capacity change reads only
     them, however many gangs run."""
 

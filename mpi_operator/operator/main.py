@@ -19,7 +19,7 @@ from typing import Final
 
 from kubernetes.config.config_exception import ConfigException
 
-from gang import GangScheduler, select_gang_scheduler
+from gang import GangScheduler, cluster_inputs_of, gang_resources_of, select_gang_scheduler
 from mpi_operator import __version__
 from mpi_operator.controller.execute import MAX_CONCURRENT_WRITES
 from mpi_operator.operator.caches import (
@@ -103,17 +103,17 @@ def own_budget_groups(gang: GangScheduler | None) -> tuple[str, ...]:
     """API groups that get a request budget of their own, as upstream's clientsets have:
     kubeflow.org (MPIJobs) and the gang scheduler's groups; Kubernetes' own groups share one."""
     groups = [MPIJOBS.group]
-    if gang is not None:
-        groups.extend(resource.group for resource in gang.gang_resources)
-        groups.extend(watched.group for watched in gang.watched_resources)
+    groups.extend(resource.group for resource in gang_resources_of(gang))
+    inputs = cluster_inputs_of(gang)
+    watched = inputs.watched_resources if inputs is not None else ()
+    groups.extend(resource.group for resource in watched)
     return tuple(dict.fromkeys(groups))
 
 
 def resources_for(gang: GangScheduler | None) -> dict[str, Resource]:
     """Where each resource a sync plan writes lives in the API."""
     resources = {r.plural: r for r in (SERVICES, CONFIGMAPS, SECRETS, PODS, JOBS, MPIJOBS)}
-    if gang is not None:
-        resources.update((resource.plural, resource) for resource in gang_resources(gang))
+    resources.update((resource.plural, resource) for resource in gang_resources(gang))
     return resources
 
 
@@ -159,9 +159,10 @@ class Operator:
 
         # A gang input (a queue opening, say) concerns only the jobs whose gang objects the
         # strategy reads it for; schedulers rewrite them often (Volcano: queue status).
+        inputs = cluster_inputs_of(self.gang)
         for plural, informer in caches.gang_inputs.items():
-            assert self.gang is not None, "gang inputs are cached only with gang scheduling"
-            to_users = enqueue_gang_input_users(caches, self.gang, plural, queue.add)
+            assert inputs is not None, "gang inputs are cached only for a strategy that reads them"
+            to_users = enqueue_gang_input_users(caches, inputs, plural, queue.add)
             informer.add_event_handler(to_users, to_users, to_users)
         nudges = self._nudge_on_capacity(caches, queue)
         recorder = EventRecorder(ClientEventSink(client), EVENT_COMPONENT)

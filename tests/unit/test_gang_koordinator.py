@@ -12,7 +12,13 @@ import pytest
 import yaml
 from golden import assert_matches_golden
 
-from gang import StoredGang, needs_capacity_nudges, select_gang_scheduler
+from gang import (
+    StoredGang,
+    capacity_nudge_of,
+    cluster_inputs_of,
+    gang_objects_of,
+    select_gang_scheduler,
+)
 from gang.coscheduling import CoschedulingScheduler
 from gang.koordinator import KoordinatorScheduler
 from mpi_operator.api import constants as c
@@ -66,9 +72,10 @@ def test_koord_scheduler_selects_the_annotation_only_strategy() -> None:
     scheduler = select_gang_scheduler(KOORD)
     assert isinstance(scheduler, KoordinatorScheduler)
     assert scheduler.scheduler_name == KOORD
-    assert scheduler.gang_resources == ()
-    assert scheduler.watched_resources == ()
-    assert not needs_capacity_nudges(scheduler)
+    # The core alone: no objects of its own, no cluster inputs, no capacity nudge.
+    assert gang_objects_of(scheduler) is None
+    assert cluster_inputs_of(scheduler) is None
+    assert capacity_nudge_of(scheduler) is None
 
 
 @pytest.mark.parametrize("flag", ["koordinator", "koord-scheduler-2", "Koord-scheduler"])

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gang import GangState
+from gang import GangState, capacity_nudge_of, cluster_inputs_of
 from gang.coscheduling import CoschedulingScheduler
 from gang.volcano import VolcanoScheduler
 
@@ -139,4 +139,6 @@ def test_a_volcano_pod_group_depends_on_its_queue_and_nothing_else(spec: Any, qu
 
 
 def test_a_coscheduling_pod_group_depends_on_nothing_outside_it() -> None:
-    assert CoschedulingScheduler("sp").inputs_of({"spec": {"minMember": 2}}) == ()
+    scheduler = CoschedulingScheduler("sp")
+    assert cluster_inputs_of(scheduler) is None
+    assert capacity_nudge_of(scheduler) is scheduler

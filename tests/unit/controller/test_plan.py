@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gang import select_gang_scheduler
+from gang import gang_resources_of, select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.controller.plan import Plan, SyncContext, plan_sync
 from mpi_operator.desired.objects import desired_objects
@@ -635,8 +635,7 @@ def test_a_first_sync_creates_what_render_lists_in_the_same_order(
     created = [(a.resource, a.name, a.body) for a in plan.actions if a.verb == "create"]
     plurals = {"Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
     plurals |= {"Pod": "pods", "Job": "jobs"}
-    if ctx.gang is not None:
-        plurals |= {r.kind: r.plural for r in ctx.gang.gang_resources}
+    plurals |= {r.kind: r.plural for r in gang_resources_of(ctx.gang)}
     job = MPIJobWrapper().workers(3).suspend(suspended).defaulted()
     rendered = [
         (plurals[o["kind"]], o["metadata"]["name"], o)
