@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
+from tests.tools import rule_permissions as flatten
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "base"
@@ -27,7 +28,7 @@ Doc = dict[str, Any]
 # exactly these: a rule added without a reason here, or a use dropped from here while the
 # role keeps it, fails test_cluster_role_grants_exactly_the_table.
 OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
-    ("kubeflow.org", "mpijobs"): ({"get", "list", "watch"}, "informer, CRD check"),
+    ("kubeflow.org", "mpijobs"): ({"list", "watch"}, "informer, CRD check"),
     ("kubeflow.org", "mpijobs/status"): ({"update"}, "status writes (PUT)"),
     ("kubeflow.org", "mpijobs/finalizers"): ({"update"}, "blockOwnerDeletion on children"),
     ("", "pods"): (
@@ -40,16 +41,16 @@ OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
     ("", "events"): ({"create", "patch"}, "recorder: create, then patch the count"),
     ("batch", "jobs"): ({"get", "list", "watch", "create", "update"}, "launcher Job"),
     ("batch", "jobs/status"): ({"update"}, "resume clears status.startTime"),
-    ("scheduling.k8s.io", "priorityclasses"): ({"get", "list", "watch"}, "gang minResources"),
+    ("scheduling.k8s.io", "priorityclasses"): ({"list", "watch"}, "gang minResources"),
     ("scheduling.volcano.sh", "podgroups"): (
-        {"get", "list", "watch", "create", "update", "patch", "delete"},
-        "Volcano gangs; patch: the capacity nudge",
+        {"get", "list", "watch", "create", "update", "delete"},
+        "Volcano gangs (no nudge: Volcano looks again by itself)",
     ),
     ("scheduling.x-k8s.io", "podgroups"): (
         {"get", "list", "watch", "create", "update", "patch", "delete"},
         "coscheduling gangs; patch: the capacity nudge",
     ),
-    ("scheduling.volcano.sh", "queues"): ({"get", "list", "watch"}, "why a Volcano gang waits"),
+    ("scheduling.volcano.sh", "queues"): ({"list", "watch"}, "why a Volcano gang waits"),
     ("", "nodes"): ({"list", "watch"}, "capacity watch: nudge waiting gangs"),
     ("coordination.k8s.io", "leases"): ({"get", "create", "update"}, "leader election"),
 }
@@ -95,16 +96,6 @@ def base_objects() -> dict[tuple[str, str], Doc]:
         else:
             docs.extend(load(path))
     return by_kind_and_name(docs)
-
-
-def flatten(rules: list[Doc]) -> set[tuple[str, str, str]]:
-    return {
-        (group, resource, verb)
-        for rule in rules
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
 
 
 def expected_permissions() -> set[tuple[str, str, str]]:
