@@ -402,3 +402,24 @@ def test_kubeflow_overlay_installs_into_kubeflows_namespace(
     # The Lease follows the pod into kubeflow; the operator watches every namespace.
     assert "--lock-namespace=$(POD_NAMESPACE)" in container["args"]
     assert not any(arg.startswith("--namespace") for arg in container["args"])
+
+
+def test_the_reliability_table_lists_exactly_the_granted_verbs(operator_role: Doc) -> None:
+    # docs/reliability.md says which code path asks for each verb; a verb added to or dropped
+    # from the role without its row there fails here.
+    text = (ROOT / "docs" / "reliability.md").read_text()
+    section = text.split("\n## RBAC: every verb used\n", 1)[1].split("\n## ", 1)[0]
+    listed: set[tuple[str, str, str]] = set()
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or cells[0] in ("API group", "---"):
+            continue
+        group = "" if cells[0] == "core" else cells[0].strip("`")
+        resources = [r.strip().strip("`") for r in cells[1].split(",")]
+        verbs = [v.strip() for v in cells[2].split(",")]
+        listed.update((group, r, v) for r in resources for v in verbs)
+    granted = flatten(operator_role["rules"])
+    assert listed == granted, (
+        f"in the table, not granted: {sorted(listed - granted)}; "
+        f"granted, not in the table: {sorted(granted - listed)}"
+    )
