@@ -203,6 +203,12 @@ _STRATEGIES: dict[str, Callable[[str], GangScheduler]] = {
 _FALLBACK: Callable[[str], GangScheduler] = _coscheduling
 
 
+def every_strategy() -> list[GangScheduler]:
+    """One of each strategy ``select_gang_scheduler`` can give (the fallback under a sample
+    name), for what must cover them all: the operator's RBAC rules, say."""
+    return [make(name) for name, make in _STRATEGIES.items()] + [_FALLBACK("coscheduling")]
+
+
 def flag_help() -> str:
     """What the --gang-scheduling flag accepts, for its help text."""
     named = ", ".join(f"'{name}'" for name in _STRATEGIES)

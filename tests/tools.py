@@ -7,8 +7,20 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def rule_permissions(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(API group, resource or resource/subresource, verb) of every grant in a role's rules."""
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
 
 
 @functools.cache

@@ -13,7 +13,7 @@ in the Go module cache, never copied into the repository.
     localcluster.py up [--scheduler default|volcano|scheduler-plugins|koordinator] [--name N]
                        [--nodes 2] [--node-cpu 8] [--node-memory 32Gi] [--node-gpu 0]
                        [--real-nodes 0] [--images-dir DIR]
-                       [--kueue [--kueue-pods-ready-timeout SECONDS]]
+                       [--kueue [--kueue-pods-ready-timeout SECONDS]] [--audit-policy FILE]
     localcluster.py down [--name N | --scheduler S | --all]
     localcluster.py status [--name N]
     localcluster.py add-node --name N NODE [--cpu ..] [--memory ..] [--gpu ..]
@@ -23,6 +23,8 @@ containerd each, pods on a bridge private to the cluster, and CoreDNS for the
 cluster domain (see realnodes.py). `--kueue` adds Kueue's controller manager,
 admitting MPIJobs that name a LocalQueue (see kueue.py); with a pods-ready timeout it
 evicts a job whose pods are not all running that long after admission.
+`--audit-policy FILE` has the API server log what the policy asks for to
+`audit_log(NAME)`.
 
 `up` prints `export KUBECONFIG=<path>` as its last line. Every process a
 cluster runs is recorded with its pid and kernel start time, so `down` stops
@@ -35,6 +37,7 @@ import argparse
 import base64
 import concurrent.futures
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -317,6 +320,9 @@ class ClusterInfo:
     kueue: bool = False
     # Kueue's waitForPodsReady timeout in seconds; 0: off.
     kueue_pods_ready_timeout: int = 0
+    # The API server's audit policy, by its content's SHA-256 (kwokctl copies the file, so
+    # its path says nothing); empty: no audit log.
+    audit_policy: str = ""
 
     @classmethod
     def load(cls, name: str) -> ClusterInfo | None:
@@ -447,6 +453,11 @@ def http_ok(url: str) -> bool:
 def audit_log(name: str) -> Path:
     """The API server's audit log of a cluster brought up with an audit policy."""
     return cluster_dir(name) / "kwok" / "clusters" / name / "logs" / "audit.log"
+
+
+def audit_policy_digest(policy: Path | None) -> str:
+    """What ``ClusterInfo.audit_policy`` records for a policy file (empty for none)."""
+    return hashlib.sha256(policy.read_bytes()).hexdigest() if policy else ""
 
 
 def pki_dir(cluster: Cluster) -> Path:
@@ -976,6 +987,7 @@ def up(
     koordinator_home = koordinator_dir(build) if scheduler == "koordinator" else None
     mods = module_dirs(bins)
     vers = versions(bins)
+    policy_digest = audit_policy_digest(audit_policy)
 
     existing = ClusterInfo.load(name)
     if existing is not None:
@@ -984,6 +996,7 @@ def up(
             and existing.real_nodes == real_nodes
             and existing.kueue == with_kueue
             and existing.kueue_pods_ready_timeout == kueue_pods_ready_timeout
+            and existing.audit_policy == policy_digest
             and all(p.alive() for p in existing.processes)
         ):
             log(f"cluster {name} is already running")
@@ -1002,6 +1015,7 @@ def up(
         started_at=time.time(),
         kueue=with_kueue,
         kueue_pods_ready_timeout=kueue_pods_ready_timeout,
+        audit_policy=policy_digest,
     )
     info.save()
     cluster = Cluster(info, bins)
@@ -1274,6 +1288,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="Kueue's waitForPodsReady: evict a job not running this long after admission",
     )
+    p_up.add_argument(
+        "--audit-policy",
+        type=Path,
+        metavar="FILE",
+        help="the API server's audit policy; it logs what the policy asks for to audit.log",
+    )
     p_up.add_argument("--no-build", action="store_true", help="fail instead of building")
     p_down = sub.add_parser("down", help="stop a cluster's processes and remove its state")
     p_down.add_argument("--name")
@@ -1303,6 +1323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 images=args.images_dir,
                 with_kueue=args.kueue,
                 kueue_pods_ready_timeout=args.kueue_pods_ready_timeout,
+                audit_policy=args.audit_policy,
             )
             print(f"export KUBECONFIG={info.kubeconfig}", flush=True)
         elif args.cmd == "down":

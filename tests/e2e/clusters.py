@@ -17,6 +17,9 @@ What operator tests reuse: the ``local_cluster`` factory (or the ``cluster``,
 ``namespace_factory`` / ``namespace`` fixtures, ``node_factory`` for nodes
 that are removed after the test, :func:`wait_until`, and :func:`sim_pod_spec`
 for pods whose outcome the kwok simulation (or a real kubelet) decides.
+
+Every local cluster's API server logs the requests of ``AUDITED_NAMESPACE``'s ServiceAccounts
+(and nobody else's) to ``E2ECluster.audit_log``; kind and existing clusters have none.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +40,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -69,6 +74,19 @@ RESTRICTED = {
     "pod-security.kubernetes.io/enforce-version": "latest",
 }
 UP_TIMEOUT = float(os.environ.get("E2E_CLUSTER_UP_TIMEOUT", "600"))
+# The local clusters' API servers log the requests of this namespace's ServiceAccounts, and of
+# nobody else, so the log costs nothing until a test runs an identity there to see what it asks.
+AUDITED_NAMESPACE = "rbac-audit"
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    # A request is logged when answered; a watch, also when it starts.
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "userGroups": [f"system:serviceaccounts:{AUDITED_NAMESPACE}"]},
+        {"level": "None"},
+    ],
+}
 
 T = TypeVar("T")
 
@@ -201,6 +219,8 @@ class E2ECluster:
     provider: str
     api: k8s.ApiClient
     state: dict[str, Any] = field(default_factory=dict)
+    # The API server's log of AUDITED_NAMESPACE's requests; None where none can be read.
+    audit_log: Path | None = None
 
     @property
     def scheduler_name(self) -> str:
@@ -468,7 +488,14 @@ class ClusterProvider:
             name += "-kueue"
             cmd += ["--kueue", "--kueue-pods-ready-timeout", str(KUEUE_PODS_READY_TIMEOUT)]
         cmd += ["--name", name]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=UP_TIMEOUT, check=False)
+        # kwokctl keeps a copy of the policy: the file is needed only while the cluster starts.
+        with tempfile.TemporaryDirectory() as scratch:
+            policy = Path(scratch) / "audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+            cmd += ["--audit-policy", str(policy)]
+            res = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=UP_TIMEOUT, check=False
+            )
         self.started.append(lambda: tool.down(name))
         if res.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` failed:\n{res.stderr[-4000:]}")
@@ -477,7 +504,15 @@ class ClusterProvider:
         kubeconfig = last.removeprefix("export KUBECONFIG=")
         info = tool.ClusterInfo.load(name)
         state = {"processes": [dict(vars(p)) for p in info.processes]}
-        return E2ECluster(name, flavour, kubeconfig, "local", _api_client(kubeconfig), state)
+        return E2ECluster(
+            name,
+            flavour,
+            kubeconfig,
+            "local",
+            _api_client(kubeconfig),
+            state,
+            audit_log=tool.audit_log(name),
+        )
 
     def _kind(self, flavour: str) -> E2ECluster:
         ok, reason = _docker_available()

@@ -9,16 +9,21 @@ real install; an admin kubeconfig would hide a missing rule until production.
 The binding is named after the namespace, because a cluster-scoped object shared by two tests
 would end up pointing at one test's ServiceAccount only; remove it with
 :func:`delete_service_account_binding`. :func:`install_mpijob_crd` installs the project's CRD,
-without which there are no MPIJobs to list.
+without which there are no MPIJobs to list. :func:`bound_service_account` does all of that for one
+test and waits until the binding holds. :func:`granted_permissions` is what the shipped
+ClusterRole grants, :func:`allowed` the API server's answer for a client's own identity, and
+:func:`audited_requests` what one identity asked for, read from an API server's audit log.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +31,10 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+
+from tests.tools import rule_permissions
+
+from .clusters import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY_BASE = REPO / "deploy" / "base"
@@ -35,6 +44,8 @@ MPIJOB_CRD = "mpijobs.kubeflow.org"
 TOKEN_SECONDS = 3600
 
 Manifest = dict[str, Any]
+Permission = tuple[str, str, str]
+"""(API group, resource or resource/subresource, verb), as a role's rules grant them."""
 
 
 def load_manifest(name: str) -> Manifest:
@@ -43,6 +54,76 @@ def load_manifest(name: str) -> Manifest:
     if not isinstance(document, dict):
         raise ValueError(f"{DEPLOY_BASE / name}: expected one object")
     return document
+
+
+def granted_permissions() -> set[Permission]:
+    """Every permission the shipped ClusterRole grants."""
+    return rule_permissions(load_manifest("cluster-role.yaml")["rules"])
+
+
+def allowed(api: k8s.ApiClient, group: str, resource: str, verb: str, namespace: str) -> bool:
+    """The API server's answer to "may I?" for the client's own identity."""
+    plural, _, subresource = resource.partition("/")
+    review = k8s.V1SelfSubjectAccessReview(
+        spec=k8s.V1SelfSubjectAccessReviewSpec(
+            resource_attributes=k8s.V1ResourceAttributes(
+                group=group,
+                resource=plural,
+                subresource=subresource or None,
+                verb=verb,
+                namespace=namespace,
+            )
+        )
+    )
+    answer = k8s.AuthorizationV1Api(api).create_self_subject_access_review(review)
+    return bool(answer.status and answer.status.allowed)
+
+
+@dataclass
+class AuditedRequests:
+    """What one identity asked an API server for, by permission, as its audit log says."""
+
+    allowed: set[Permission] = field(default_factory=set)
+    refused: set[Permission] = field(default_factory=set)
+    # Requests the log says nothing of the authorizer's decision for.
+    undecided: set[Permission] = field(default_factory=set)
+
+
+def audit_log_size(log: Path) -> int:
+    """Where the audit log ends now: the start of what is logged from here on."""
+    return log.stat().st_size if log.exists() else 0
+
+
+def audited_requests(log: Path, offset: int, username: str) -> AuditedRequests:
+    """The requests of ``username`` in ``log`` from byte ``offset`` on.
+
+    The authorizer's decision is the audit event's ``authorization.k8s.io/decision``
+    annotation, not the response code: a request it allowed may still be refused later
+    (admission, a terminating namespace), and still needed the permission.
+    Requests for non-resource URLs (discovery, ``/version``) are no role's business here."""
+    found = AuditedRequests()
+    with log.open("rb") as audit:
+        audit.seek(offset)
+        lines = audit.read().splitlines()
+    for line in lines:
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        reference = event.get("objectRef") or {}
+        if (event.get("user") or {}).get("username") != username or "resource" not in reference:
+            continue
+        resource = reference["resource"]
+        if reference.get("subresource"):
+            resource += "/" + reference["subresource"]
+        permission = (reference.get("apiGroup", ""), resource, event["verb"])
+        decision = (event.get("annotations") or {}).get("authorization.k8s.io/decision")
+        if decision == "allow":
+            found.allowed.add(permission)
+        elif decision == "forbid":
+            found.refused.add(permission)
+        else:
+            found.undecided.add(permission)
+    return found
 
 
 def binding_name(namespace: str) -> str:
@@ -147,6 +228,33 @@ def token_kubeconfig(
     with os.fdopen(fd, "w") as out:
         yaml.safe_dump(kubeconfig, out, sort_keys=False)
     return path
+
+
+@contextlib.contextmanager
+def bound_service_account(
+    cluster_kubeconfig_path: str, admin: k8s.ApiClient, namespace: str, workdir: Path
+) -> Iterator[Path]:
+    """The MPIJob CRD installed and the shipped RBAC applied with its ServiceAccount in
+    ``namespace``: a kubeconfig for that ServiceAccount, once the API server authorizes with
+    the new binding (its authorizer learns of it a moment later, and a request refused
+    meanwhile would read as the role's refusal). The binding goes afterwards."""
+    install_mpijob_crd(admin)
+    try:
+        kubeconfig = service_account_kubeconfig(cluster_kubeconfig_path, namespace, workdir)
+        api: k8s.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig)
+        )
+        try:
+            wait_until(
+                lambda: allowed(api, "kubeflow.org", "mpijobs", "list", namespace),
+                10,
+                message="the ClusterRoleBinding to take effect",
+            )
+        finally:
+            api.close()  # type: ignore[no-untyped-call]
+        yield kubeconfig
+    finally:
+        delete_service_account_binding(cluster_kubeconfig_path, namespace)
 
 
 def delete_service_account_binding(cluster_kubeconfig_path: str, namespace: str) -> None:

@@ -18,13 +18,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from .clusters import SIM, E2ECluster, sim_pod_spec, wait_until
-from .rbac import (
-    delete_service_account_binding,
-    install_mpijob_crd,
-    load_manifest,
-    service_account_kubeconfig,
-    typed,
-)
+from .rbac import allowed, bound_service_account, granted_permissions, load_manifest, typed
 
 pytestmark = pytest.mark.e2e
 
@@ -44,47 +38,20 @@ NOT_GRANTED = (
 @pytest.fixture
 def operator_kubeconfig(cluster: E2ECluster, namespace: str, tmp_path: Path) -> Iterator[Path]:
     """A kubeconfig for the operator's ServiceAccount, bound to the shipped ClusterRole."""
-    install_mpijob_crd(cluster.api)
-    try:
-        yield service_account_kubeconfig(cluster.kubeconfig, namespace, tmp_path)
-    finally:
-        delete_service_account_binding(cluster.kubeconfig, namespace)
+    with bound_service_account(cluster.kubeconfig, cluster.api, namespace, tmp_path) as path:
+        yield path
 
 
 @pytest.fixture
-def operator_api(operator_kubeconfig: Path, namespace: str) -> Iterator[k8s.ApiClient]:
+def operator_api(operator_kubeconfig: Path) -> Iterator[k8s.ApiClient]:
     """An API client authenticated as the operator's ServiceAccount in ``namespace``."""
     api: k8s.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
         config_file=str(operator_kubeconfig)
     )
     try:
-        # The authorizer learns of a new binding through its informers, a moment later.
-        wait_until(
-            lambda: allowed(api, "kubeflow.org", "mpijobs", "list", namespace),
-            10,
-            message="the ClusterRoleBinding to take effect",
-        )
         yield api
     finally:
         api.close()  # type: ignore[no-untyped-call]
-
-
-def allowed(api: k8s.ApiClient, group: str, resource: str, verb: str, namespace: str) -> bool:
-    """The API server's answer to "may I?" for the client's own identity."""
-    plural, _, subresource = resource.partition("/")
-    review = k8s.V1SelfSubjectAccessReview(
-        spec=k8s.V1SelfSubjectAccessReviewSpec(
-            resource_attributes=k8s.V1ResourceAttributes(
-                group=group,
-                resource=plural,
-                subresource=subresource or None,
-                verb=verb,
-                namespace=namespace,
-            )
-        )
-    )
-    answer = k8s.AuthorizationV1Api(api).create_self_subject_access_review(review)
-    return bool(answer.status and answer.status.allowed)
 
 
 def as_dict(api: k8s.ApiClient, model: object) -> dict[str, Any]:
@@ -211,11 +178,7 @@ def test_resume_path_clears_the_launcher_start_time(
 def test_server_grants_exactly_the_cluster_role(
     operator_api: k8s.ApiClient, namespace: str
 ) -> None:
-    granted: set[tuple[str, str, str]] = set()
-    for rule in load_manifest("cluster-role.yaml")["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                granted.update((group, resource, verb) for verb in rule["verbs"])
+    granted = granted_permissions()
     resources = {(group, resource) for group, resource, _ in granted} | set(NOT_GRANTED)
     wrong = [
         f"{verb} {group or 'core'}/{resource}: {'allowed' if answer else 'refused'}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,26 @@ def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path
 
     assert options(policy)["kubeAuditPolicy"] == str(policy)
     assert "kubeAuditPolicy" not in options(None)
+
+
+def test_up_hands_the_audit_policy_on_and_a_changed_policy_is_a_different_cluster(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    tool = cluster_tool()
+    policy = tmp_path / "audit-policy.yaml"
+    policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: []\n")
+    asked: dict[str, Any] = {}
+
+    def up(**options: Any) -> Any:
+        asked.update(options)
+        return tool.ClusterInfo("c", "default", "/kubeconfig", [], 0.0)
+
+    monkeypatch.setattr(tool, "up", up)
+    assert tool.main(["up", "--name", "c", "--audit-policy", str(policy)]) == 0
+    assert asked["audit_policy"] == policy
+    # A running cluster is kept only for the same policy text, wherever the file lies.
+    digest = tool.audit_policy_digest(policy)
+    assert digest == tool.audit_policy_digest(Path(shutil.copy(policy, tmp_path / "copy.yaml")))
+    policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: None}]\n")
+    assert tool.audit_policy_digest(policy) not in (digest, "")
+    assert tool.audit_policy_digest(None) == ""

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gang import capacity_nudge_of, cluster_inputs_of, every_strategy, gang_resources_of
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
+from tests.tools import rule_permissions as flatten
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "base"
@@ -27,7 +29,7 @@ Doc = dict[str, Any]
 # exactly these: a rule added without a reason here, or a use dropped from here while the
 # role keeps it, fails test_cluster_role_grants_exactly_the_table.
 OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
-    ("kubeflow.org", "mpijobs"): ({"get", "list", "watch", "delete"}, "informer, CRD check, TTL"),
+    ("kubeflow.org", "mpijobs"): ({"list", "watch", "delete"}, "informer, CRD check, TTL"),
     ("kubeflow.org", "mpijobs/status"): ({"update"}, "status writes (PUT)"),
     ("kubeflow.org", "mpijobs/finalizers"): ({"update"}, "blockOwnerDeletion on children"),
     ("", "pods"): (
@@ -40,19 +42,32 @@ OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
     ("", "events"): ({"create", "patch"}, "recorder: create, then patch the count"),
     ("batch", "jobs"): ({"get", "list", "watch", "create", "update"}, "launcher Job"),
     ("batch", "jobs/status"): ({"update"}, "resume clears status.startTime"),
-    ("scheduling.k8s.io", "priorityclasses"): ({"get", "list", "watch"}, "gang minResources"),
-    ("scheduling.volcano.sh", "podgroups"): (
-        {"get", "list", "watch", "create", "update", "patch", "delete"},
-        "Volcano gangs; patch: the capacity nudge",
-    ),
-    ("scheduling.x-k8s.io", "podgroups"): (
-        {"get", "list", "watch", "create", "update", "patch", "delete"},
-        "coscheduling gangs; patch: the capacity nudge",
-    ),
-    ("scheduling.volcano.sh", "queues"): ({"get", "list", "watch"}, "why a Volcano gang waits"),
-    ("", "nodes"): ({"list", "watch"}, "capacity watch: nudge waiting gangs"),
+    ("scheduling.k8s.io", "priorityclasses"): ({"list", "watch"}, "gang minResources"),
     ("coordination.k8s.io", "leases"): ({"get", "create", "update"}, "leader election"),
 }
+# What each gang strategy declares it needs, derived from the strategies themselves (so a new
+# one is covered without an edit here): its own objects are cached, created, read after
+# AlreadyExists, updated and deleted, and patched when it takes a capacity nudge, which also
+# watches nodes; the cluster objects its verdict reads are watched.
+GANG_OBJECT_VERBS = {"get", "list", "watch", "create", "update", "delete"}
+WATCH = {"list", "watch"}
+
+
+def gang_permissions() -> set[tuple[str, str, str]]:
+    needed: set[tuple[str, str, str]] = set()
+    for strategy in every_strategy():
+        nudges = capacity_nudge_of(strategy) is not None
+        verbs = GANG_OBJECT_VERBS | ({"patch"} if nudges else set())
+        for resource in gang_resources_of(strategy):
+            needed |= {(resource.group, resource.plural, verb) for verb in verbs}
+        inputs = cluster_inputs_of(strategy)
+        for watched in inputs.watched_resources if inputs is not None else ():
+            needed |= {(watched.group, watched.plural, verb) for verb in WATCH}
+        if nudges:
+            needed |= {("", "nodes", verb) for verb in WATCH}
+    return needed
+
+
 # Where the resources a sync plan writes live.
 PLAN_GROUPS = {
     "pods": "",
@@ -97,22 +112,12 @@ def base_objects() -> dict[tuple[str, str], Doc]:
     return by_kind_and_name(docs)
 
 
-def flatten(rules: list[Doc]) -> set[tuple[str, str, str]]:
-    return {
-        (group, resource, verb)
-        for rule in rules
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
 def expected_permissions() -> set[tuple[str, str, str]]:
     return {
         (group, resource, verb)
         for (group, resource), (verbs, _) in OPERATOR_PERMISSIONS.items()
         for verb in verbs
-    }
+    } | gang_permissions()
 
 
 @pytest.fixture(scope="module")
@@ -411,3 +416,24 @@ def test_kubeflow_overlay_installs_into_kubeflows_namespace(
     # The Lease follows the pod into kubeflow; the operator watches every namespace.
     assert "--lock-namespace=$(POD_NAMESPACE)" in container["args"]
     assert not any(arg.startswith("--namespace") for arg in container["args"])
+
+
+def test_the_reliability_table_lists_exactly_the_granted_verbs(operator_role: Doc) -> None:
+    # docs/reliability.md says which code path asks for each verb; a verb added to or dropped
+    # from the role without its row there fails here.
+    text = (ROOT / "docs" / "reliability.md").read_text()
+    section = text.split("\n## RBAC: every verb used\n", 1)[1].split("\n## ", 1)[0]
+    listed: set[tuple[str, str, str]] = set()
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or cells[0] in ("API group", "---"):
+            continue
+        group = "" if cells[0] == "core" else cells[0].strip("`")
+        resources = [r.strip().strip("`") for r in cells[1].split(",")]
+        verbs = [v.strip() for v in cells[2].split(",")]
+        listed.update((group, r, v) for r in resources for v in verbs)
+    granted = flatten(operator_role["rules"])
+    assert listed == granted, (
+        f"in the table, not granted: {sorted(listed - granted)}; "
+        f"granted, not in the table: {sorted(granted - listed)}"
+    )

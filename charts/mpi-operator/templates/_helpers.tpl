@@ -53,7 +53,7 @@ same (tests/unit/test_chart.py compares them).
 # delete once runPolicy.ttlSecondsAfterFinished has passed.
 - apiGroups: [kubeflow.org]
   resources: [mpijobs]
-  verbs: [get, list, watch, delete]
+  verbs: [list, watch, delete]
 - apiGroups: [kubeflow.org]
   resources: [mpijobs/status]
   verbs: [update]
@@ -77,8 +77,11 @@ same (tests/unit/test_chart.py compares them).
 - apiGroups: [batch]
   resources: [jobs/status]
   verbs: [update]
+- apiGroups: [scheduling.volcano.sh]
+  resources: [podgroups]
+  verbs: [get, list, watch, create, update, delete]
 # patch: the stamp that wakes a waiting coscheduling gang when capacity appears.
-- apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
+- apiGroups: [scheduling.x-k8s.io]
   resources: [podgroups]
   verbs: [get, list, watch, create, update, patch, delete]
 {{- end -}}
@@ -88,10 +91,10 @@ nodes added or grown are when a waiting coscheduling gang may fit. */}}
 {{- define "mpi-operator.clusterRules" -}}
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 - apiGroups: [scheduling.volcano.sh]
   resources: [queues]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 - apiGroups: [""]
   resources: [nodes]
   verbs: [list, watch]
