@@ -26,12 +26,7 @@ from mpi_operator.runtime.objects import (
 IndexFunc = Callable[[Object], Iterable[str]]
 """Maps an object to the index values it is filed under (none, one or several)."""
 
-INDEX_NAMESPACE = "namespace"
 INDEX_CONTROLLER_UID = "controller-uid"
-
-
-def index_by_namespace(obj: Object) -> list[str]:
-    return [namespace_of(obj)]
 
 
 def index_by_controller_uid(obj: Object) -> list[str]:
@@ -41,19 +36,10 @@ def index_by_controller_uid(obj: Object) -> list[str]:
     return [str(uid)] if uid else []
 
 
-def index_by_label(label: str) -> IndexFunc:
-    """Files objects under the value of ``label``; objects without it are not indexed."""
-
-    def index(obj: Object) -> list[str]:
-        value = labels_of(obj).get(label)
-        return [value] if value is not None else []
-
-    return index
-
-
 def index_by_namespaced_label(label: str) -> IndexFunc:
-    """Like :func:`index_by_label` but the value is ``namespace/value``, for per-namespace
-    lookups of names that repeat across namespaces (a job name, for instance)."""
+    """Files objects under ``namespace/value`` of ``label``, for per-namespace lookups of names
+    that repeat across namespaces (a job name, for instance); objects without it are not
+    indexed."""
 
     def index(obj: Object) -> list[str]:
         value = labels_of(obj).get(label)
@@ -104,14 +90,10 @@ class Store:
         with self._lock:
             return self._items.get(key)
 
-    def list(self, namespace: str | None = None) -> list[Object]:
-        """All cached objects, or those of one namespace (shared: do not mutate)."""
+    def list(self) -> list[Object]:
+        """All cached objects (shared: do not mutate)."""
         with self._lock:
-            if namespace is None:
-                return list(self._items.values())
-            if INDEX_NAMESPACE in self._indexers:
-                return self.by_index(INDEX_NAMESPACE, namespace)
-            return [obj for obj in self._items.values() if namespace_of(obj) == namespace]
+            return list(self._items.values())
 
     def keys(self) -> builtins.list[str]:
         with self._lock:

@@ -9,11 +9,8 @@ import pytest
 from mpi_operator.runtime.objects import object_key, split_key
 from mpi_operator.runtime.store import (
     INDEX_CONTROLLER_UID,
-    INDEX_NAMESPACE,
     Store,
     index_by_controller_uid,
-    index_by_label,
-    index_by_namespace,
     index_by_namespaced_label,
 )
 
@@ -39,9 +36,8 @@ def pod(
 def store() -> Store:
     return Store(
         {
-            INDEX_NAMESPACE: index_by_namespace,
             INDEX_CONTROLLER_UID: index_by_controller_uid,
-            "role": index_by_label("role"),
+            "role": index_by_namespaced_label("role"),
             "job": index_by_namespaced_label("job"),
         }
     )
@@ -74,13 +70,13 @@ def test_get_list_and_indexes() -> None:
     assert s.get("ns/w0") is not None
     assert s.get("ns/missing") is None
     assert len(s) == 4
-    assert [p["metadata"]["name"] for p in s.list("other")] == ["x"]
+    assert sorted(p["metadata"]["name"] for p in s.list()) == ["l0", "w0", "w1", "x"]
     assert [p["metadata"]["name"] for p in s.by_index(INDEX_CONTROLLER_UID, "job-1")] == [
         "w0",
         "w1",
     ]
     assert s.by_index(INDEX_CONTROLLER_UID, "not-controller") == []
-    assert s.index_keys("role", "launcher") == ["ns/l0"]
+    assert s.index_keys("role", "ns/launcher") == ["ns/l0"]
     assert s.index_keys("job", "ns/pi") == ["ns/l0", "ns/w0", "ns/w1"]
     assert s.index_keys("job", "other/pi") == ["other/x"]
     with pytest.raises(KeyError):
@@ -92,23 +88,23 @@ def test_update_refiles_and_delete_unfiles() -> None:
     s.upsert(pod("w0", labels={"role": "worker"}))
     old = s.upsert(pod("w0", rv="2", labels={"role": "launcher"}))
     assert old is not None and old["metadata"]["resourceVersion"] == "1"
-    assert s.index_keys("role", "worker") == []
-    assert s.index_keys("role", "launcher") == ["ns/w0"]
-    assert "worker" not in s.index_values("role")
+    assert s.index_keys("role", "ns/worker") == []
+    assert s.index_keys("role", "ns/launcher") == ["ns/w0"]
+    assert "ns/worker" not in s.index_values("role")
 
     assert s.delete("ns/w0") is not None
     assert s.delete("ns/w0") is None
     assert s.index_values("role") == []
-    assert s.index_values(INDEX_NAMESPACE) == []
+    assert s.index_values(INDEX_CONTROLLER_UID) == []
 
 
 def test_indexer_added_later_files_existing_objects() -> None:
     s = Store()
     s.upsert(pod("a", labels={"role": "worker"}))
-    s.add_indexer("role", index_by_label("role"))
-    assert s.index_keys("role", "worker") == ["ns/a"]
+    s.add_indexer("role", index_by_namespaced_label("role"))
+    assert s.index_keys("role", "ns/worker") == ["ns/a"]
     with pytest.raises(ValueError):
-        s.add_indexer("role", index_by_label("role"))
+        s.add_indexer("role", index_by_namespaced_label("role"))
 
 
 def test_replace_reports_added_updated_and_deleted() -> None:
@@ -130,8 +126,8 @@ def test_replace_reports_added_updated_and_deleted() -> None:
     assert sorted(s.keys()) == ["ns/changed", "ns/kept", "ns/new"]
     # Indexes were rebuilt from the new list.
     assert s.by_index(INDEX_CONTROLLER_UID, "uid-9") == []
-    assert s.index_keys("role", "launcher") == ["ns/changed"]
-    assert s.index_keys("role", "worker") == []
+    assert s.index_keys("role", "ns/launcher") == ["ns/changed"]
+    assert s.index_keys("role", "ns/worker") == []
     assert s.has_synced()
     assert s.wait_for_sync(0)
     assert s.resource_version == "42"
