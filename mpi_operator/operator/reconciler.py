@@ -27,6 +27,8 @@ RECONCILER_NAME: Final = "mpijob"
 
 
 STATUS_RESOURCE: Final = f"{MPIJOBS.plural}/status"
+# controller-runtime's advice for a conflict: requeue after a short delay, not with backoff.
+CONFLICT_RETRY_SECONDS: Final = 1.0
 
 
 class SyncError(Exception):
@@ -89,9 +91,10 @@ class MPIJobReconciler:
         if outcome.done == len(plan.actions):
             self._count(obj, plan, outcome.written)
         if outcome.cache_behind:
-            # The cache is behind our own last write: sync again once it has caught up.
+            # The cache is behind a newer version of the object: the event that brings it
+            # enqueues the key; the delay only covers an event that never comes.
             log.debug("conflict, requeued: %s", outcome.error)
-            return Result(requeue=True)
+            return Result(requeue_after=CONFLICT_RETRY_SECONDS)
         if outcome.error is not None:
             # Everything else, an object of the job's name that someone else owns included
             # (whether the cache showed it or a create met it), is an error retried with

@@ -9,7 +9,6 @@ outcome                            queue                                       `
 raises :class:`TerminalError`      ``forget``; not retried                     ``error``
 raises anything else               ``add_rate_limited`` (growing backoff)      ``error``
 ``Result(requeue_after=s)``, s>0   ``forget`` + ``add_after(s)``               ``requeue_after``
-``Result(requeue=True)``           ``add_rate_limited``                        ``requeue``
 ``None`` / ``Result()``            ``forget``                                  ``success``
 =================================  ==========================================  ===============
 
@@ -48,9 +47,8 @@ _RECONCILE_BUCKETS = (
 
 RESULT_SUCCESS = "success"
 RESULT_ERROR = "error"
-RESULT_REQUEUE = "requeue"
 RESULT_REQUEUE_AFTER = "requeue_after"
-_RESULTS = (RESULT_SUCCESS, RESULT_ERROR, RESULT_REQUEUE, RESULT_REQUEUE_AFTER)
+_RESULTS = (RESULT_SUCCESS, RESULT_ERROR, RESULT_REQUEUE_AFTER)
 
 RECONCILE_TOTAL = Counter(
     "controller_runtime_reconcile_total",
@@ -89,7 +87,6 @@ ACTIVE_WORKERS = Gauge(
 class Result:
     """What to do with the key after a successful reconcile (the default: nothing)."""
 
-    requeue: bool = False
     requeue_after: float | None = None
     """Seconds; reconcile again after this long, with the failure backoff reset."""
 
@@ -279,8 +276,5 @@ class Controller:
             self.queue.add_after(key, result.requeue_after)
             log.debug("%s: %s: requeue after %.3f s", self.name, key, result.requeue_after)
             return RESULT_REQUEUE_AFTER
-        if result.requeue:
-            self.queue.add_rate_limited(key)
-            return RESULT_REQUEUE
         self.queue.forget(key)
         return RESULT_SUCCESS

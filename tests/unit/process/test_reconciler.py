@@ -70,7 +70,7 @@ def reconcile_once(
             "controller_runtime_reconcile_total", {"controller": name, "result": result}
         )
         or 0.0
-        for result in ("error", "requeue", "success")
+        for result in ("error", "requeue_after", "success")
     }
     return recorder.events, results, queue.num_requeues("ns/pi")
 
@@ -88,7 +88,7 @@ def test_someone_elses_object_is_one_error_event_and_one_backoff_however_it_is_f
 ) -> None:
     events, results, requeues = reconcile_once(cached, writer)
     assert ("Warning", "ErrResourceExists", SQUATTER_MESSAGE) in events
-    assert results == {"error": 1.0, "requeue": 0.0, "success": 0.0}
+    assert results == {"error": 1.0, "requeue_after": 0.0, "success": 0.0}
     assert requeues == 1
 
 

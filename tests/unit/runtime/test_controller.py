@@ -132,19 +132,6 @@ def test_requeue_after_forgets_and_delays_exactly() -> None:
     assert total(controller, "requeue_after") == 1
 
 
-def test_requeue_uses_the_rate_limiter() -> None:
-    controller, queue, clock = setup(lambda key: Result(requeue=True))
-    queue.add("ns/a")
-    controller.process_next_item(timeout=0)
-    controller_requeues = queue.num_requeues("ns/a")
-    assert controller_requeues == 1
-    clock.advance(1.0)
-    queue.release_due()
-    controller.process_next_item(timeout=0)
-    assert queue.num_requeues("ns/a") == 2  # not forgotten: the backoff keeps growing
-    assert total(controller, "requeue") == 2
-
-
 @pytest.mark.parametrize("result", [Result(), None, Result(requeue_after=0)])
 def test_zero_results_are_success(result: Result | None) -> None:
     controller, queue, _ = setup(lambda key: result)
@@ -187,12 +174,11 @@ def raise_(error: Exception) -> Callable[[str], Result | None]:
     ("reconcile", "outcome"),
     [
         (lambda key: None, "success"),
-        (lambda key: Result(requeue=True), "requeue"),
         (lambda key: Result(requeue_after=2.0), "requeue_after"),
         (raise_(RuntimeError("API unavailable")), "error"),
         (raise_(TerminalError("invalid")), "error"),
     ],
-    ids=["success", "requeue", "requeue after", "error", "terminal error"],
+    ids=["success", "requeue after", "error", "terminal error"],
 )
 def test_every_reconcile_logs_one_debug_line_with_its_outcome(
     reconcile: Callable[[str], Result | None], outcome: str, caplog: pytest.LogCaptureFixture
