@@ -21,7 +21,11 @@ def seconds_until_deletion(job: MPIJob, completion_time: str, now: str) -> float
     completed, current = parse_time(completion_time), parse_time(now)
     if completed is None or current is None:
         return None
-    return (completed + timedelta(seconds=ttl) - current).total_seconds()
+    try:
+        deadline = completed + timedelta(seconds=ttl)
+    except OverflowError:  # a completion time near year 9999: never due
+        return None
+    return (deadline - current).total_seconds()
 
 
 def parse_time(text: str) -> datetime | None:

@@ -120,14 +120,14 @@ def new_launcher_job(
     assert job.spec is not None and job.spec.run_policy is not None
     run_policy = job.spec.run_policy
     spec: dict[str, Any] = {}
-    # The Job applies the deadline, the retries and the TTL to the launcher on our behalf.
+    # The Job applies the deadline and the retries to the launcher on our behalf. The TTL is
+    # the MPIJob's own (controller/ttl.py): a launcher Job that the TTL controller removed
+    # before a sync saw it finish would be created again, and the job run twice.
     if run_policy.active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = run_policy.active_deadline_seconds
     if run_policy.backoff_limit is not None:
         spec["backoffLimit"] = run_policy.backoff_limit
     spec["template"] = launcher_pod_template(job, facts, gang)
-    if run_policy.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = run_policy.ttl_seconds_after_finished
     if pod_templates.is_suspended(job):
         spec["suspend"] = True
     spec["podReplacementPolicy"] = POD_REPLACEMENT_POLICY

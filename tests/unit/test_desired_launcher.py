@@ -196,20 +196,21 @@ def test_job_labels_are_only_app_and_template_annotations_reach_the_pod() -> Non
     ("run_policy", "expected_fields"),
     [
         ({}, {}),
+        # The TTL stays the MPIJob's: the launcher Job goes with it.
         (
             {"ttlSecondsAfterFinished": 60, "activeDeadlineSeconds": 600, "backoffLimit": 2},
-            {"ttlSecondsAfterFinished": 60, "activeDeadlineSeconds": 600, "backoffLimit": 2},
+            {"activeDeadlineSeconds": 600, "backoffLimit": 2},
         ),
         (
             {"ttlSecondsAfterFinished": 0, "activeDeadlineSeconds": 0, "backoffLimit": 0},
-            {"ttlSecondsAfterFinished": 0, "activeDeadlineSeconds": 0, "backoffLimit": 0},
+            {"activeDeadlineSeconds": 0, "backoffLimit": 0},
         ),
         ({"suspend": True}, {"suspend": True}),
         ({"suspend": False}, {}),
     ],
     ids=[
         "nothing set: Kubernetes defaults apply",
-        "ttl, deadline and backoff copied",
+        "deadline and backoff copied, not the ttl",
         "zeros are copied, not dropped",
         "suspended job: suspended launcher",
         "suspend false: field left unset",

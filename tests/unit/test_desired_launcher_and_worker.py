@@ -220,7 +220,6 @@ OVERRIDES_LAUNCHER: dict[str, Any] = {
                 "restartPolicy": "OnFailure",
             },
         },
-        "ttlSecondsAfterFinished": 1,
         "podReplacementPolicy": "Failed",
     },
 }

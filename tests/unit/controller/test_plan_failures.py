@@ -297,6 +297,13 @@ def test_a_finished_job_is_deleted_once_its_ttl_has_passed_since_completion(
     assert plan.requeue_after == requeue_after
 
 
+@pytest.mark.parametrize("completion", ["9999-12-31T23:59:59Z", "2026-01-01T00:00:00"])
+def test_a_completion_time_that_cannot_be_a_deadline_is_no_deadline(completion: str) -> None:
+    job = MPIJobWrapper().workers(1).run_policy(ttlSecondsAfterFinished=2147483647)
+    plan = plan_sync(finished_at(job, completion), cluster_view(), context(now=LATER))
+    assert plan.actions == [] and plan.requeue_after is None
+
+
 def test_a_finished_job_without_a_ttl_stays() -> None:
     plan = plan_sync(finished_at(MPIJobWrapper().workers(1)), cluster_view(), context(now=LATER))
     assert plan.actions == [] and plan.requeue_after is None
