@@ -43,6 +43,8 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 from memory_trace import vm_mib
 
+from mpi_operator.api.constants import MPIJOB_RESOURCE
+
 REPO = Path(__file__).resolve().parents[1]
 # The local cluster tool is a script, not a package; its functions do the cluster work here.
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
@@ -51,7 +53,7 @@ import localcluster  # noqa: E402
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
 THRESHOLDS = REPO / "bench" / "thresholds.yaml"
 NAMESPACE = "bench"
-GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
 WRITE_VERBS = ("create", "update", "patch", "delete")
 CONFLICTS = ("409", "")
 

@@ -29,6 +29,8 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch import Watch
 
+from mpi_operator.api.constants import MPIJOB_RESOURCE
+
 REPO = Path(__file__).resolve().parents[1]
 # The local cluster tool is a script, not a package; its functions do the cluster work here.
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
@@ -38,7 +40,7 @@ CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
 EXAMPLE = REPO / "examples" / "pi" / "pi.yaml"
 # --gang-scheduling for each scheduler: its name, none by default.
 GANG_FLAGS = {**localcluster.SCHEDULER_NAMES, "default": ""}
-GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
 NAMESPACE = "default"
 # The example's three pods ask for one CPU each and a real node offers this machine's CPUs
 # (two on the project's machines), so two real nodes; no kwok nodes, or pods could land on

@@ -23,6 +23,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from mpi_operator.api.constants import MPIJOB_RESOURCE
 from mpi_operator.sdk import WaitTimeoutError, has_condition
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
@@ -38,7 +39,7 @@ from .clusters import (
 from .rbac import install_mpijob_crd, service_account_kubeconfig
 
 OPERATOR_NAMESPACE = "mpi-operator"
-GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
 # The operator's --gang-scheduling for each flavour: its gang scheduler's name, none by default.
 GANG_FLAGS = {**SCHEDULER_NAMES, "default": ""}
 
