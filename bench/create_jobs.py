@@ -43,6 +43,10 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 from memory_trace import vm_mib
 
+from mpi_operator.api.constants import MPIJOB_RESOURCE
+from mpi_operator.operator.options import Options
+from mpi_operator.testing.launch import LOOPBACK, operator_command
+
 REPO = Path(__file__).resolve().parents[1]
 # The local cluster tool is a script, not a package; its functions do the cluster work here.
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
@@ -51,7 +55,7 @@ import localcluster  # noqa: E402
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
 THRESHOLDS = REPO / "bench" / "thresholds.yaml"
 NAMESPACE = "bench"
-GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
 WRITE_VERBS = ("create", "update", "patch", "delete")
 CONFLICTS = ("409", "")
 
@@ -161,23 +165,22 @@ def run(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
             raise
     metrics_port = localcluster.free_port()
     log_path = Path(os.environ.get("TMPDIR", "/tmp")) / "bench-operator.log"
-    operator_args = [
-        sys.executable,
-        "-m",
-        "mpi_operator",
-        f"--kubeconfig={kubeconfig}",
-        "--leader-elect=false",
-        f"--namespace={NAMESPACE}",
-        f"--threadiness={args.threadiness}",
-        f"--kube-api-qps={args.kube_api_qps}",
-        f"--kube-api-burst={args.kube_api_burst}",
-        f"--monitoring-port={metrics_port}",
-        "--health-port=0",
-        "--bind-address=127.0.0.1",
-    ]
+    options = Options(
+        kubeconfig=kubeconfig,
+        leader_elect=False,
+        namespace=NAMESPACE,
+        threadiness=args.threadiness,
+        kube_api_qps=args.kube_api_qps,
+        kube_api_burst=args.kube_api_burst,
+        monitoring_port=metrics_port,
+        health_port=0,
+        bind_address=LOOPBACK,
+    )
     source = args.operator_source or REPO
     with log_path.open("wb") as log:
-        operator = subprocess.Popen(operator_args, stdout=log, stderr=subprocess.STDOUT, cwd=source)
+        operator = subprocess.Popen(
+            operator_command(options), stdout=log, stderr=subprocess.STDOUT, cwd=source
+        )
     try:
         return measure(args, api, operator, metrics_port)
     finally:

@@ -34,6 +34,9 @@ sys.path.insert(0, str(REPO))
 # The clusters, the operator process and the job builders are the e2e tests' own.
 from tests.e2e.clusters import ClusterProvider, E2ECluster  # noqa: E402
 from tests.e2e.operator import (  # noqa: E402
+    GROUP,
+    PLURAL,
+    VERSION,
     OperatorProcess,
     create_mpijob,
     pods_of,
@@ -94,7 +97,7 @@ def one_run(cluster: E2ECluster, namespace: str, limit: float) -> dict[str, Any]
         seconds = None
     finally:
         cluster.custom.delete_namespaced_custom_object(
-            "kubeflow.org", "v2beta1", namespace, "mpijobs", name, propagation_policy="Foreground"
+            GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Foreground"
         )
         wait_for(lambda: not pods_of(cluster, namespace, name), 120, "the gang's pods to go")
         for node in nodes:

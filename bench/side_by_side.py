@@ -65,6 +65,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
+from mpi_operator.operator.options import Options
 from mpi_operator.runtime.client import (
     CONFIGMAPS,
     JOBS,
@@ -74,6 +75,7 @@ from mpi_operator.runtime.client import (
     Resource,
 )
 from mpi_operator.sdk.offline import render
+from mpi_operator.testing.launch import LOOPBACK, operator_command
 
 BUILD_UPSTREAM = REPO / "bench" / "build-upstream.sh"
 BUILD_CEILING = REPO / "bench" / "build-ceiling.sh"
@@ -228,16 +230,11 @@ class Flags:
 
 
 def ours_command(kubeconfig: str, namespace: str, flags: Flags) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "mpi_operator",
-        f"--kubeconfig={kubeconfig}",
-        "--leader-elect=true",
-        *flags.common(namespace),
-        f"--health-port={localcluster.free_port()}",
-        "--bind-address=127.0.0.1",
-    ]
+    # Leader election stays on (the operator's default), as upstream's always is.
+    options = Options(
+        kubeconfig=kubeconfig, health_port=localcluster.free_port(), bind_address=LOOPBACK
+    )
+    return operator_command(options, flags.common(namespace))
 
 
 def upstream_command(binary: Path, kubeconfig: str, namespace: str, flags: Flags) -> list[str]:

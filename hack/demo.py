@@ -29,6 +29,10 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch import Watch
 
+from mpi_operator.api.constants import MPIJOB_RESOURCE
+from mpi_operator.operator.options import Options
+from mpi_operator.testing.launch import LOOPBACK, operator_command
+
 REPO = Path(__file__).resolve().parents[1]
 # The local cluster tool is a script, not a package; its functions do the cluster work here.
 sys.path.insert(0, str(REPO / "hack" / "cluster"))
@@ -38,7 +42,7 @@ CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
 EXAMPLE = REPO / "examples" / "pi" / "pi.yaml"
 # --gang-scheduling for each scheduler: its name, none by default.
 GANG_FLAGS = {**localcluster.SCHEDULER_NAMES, "default": ""}
-GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
 NAMESPACE = "default"
 # The example's three pods ask for one CPU each and a real node offers this machine's CPUs
 # (two on the project's machines), so two real nodes; no kwok nodes, or pods could land on
@@ -72,18 +76,17 @@ def cluster_up(scheduler: str, name: str) -> localcluster.Cluster:
 
 
 def start_operator(kubeconfig: str, scheduler: str, log_path: Path) -> subprocess.Popen[bytes]:
-    args = [
-        sys.executable,
-        "-m",
-        "mpi_operator",
-        f"--kubeconfig={kubeconfig}",
-        f"--gang-scheduling={GANG_FLAGS[scheduler]}",
-        "--leader-elect=false",
-        "--health-port=0",
-        "--bind-address=127.0.0.1",
-    ]
+    options = Options(
+        kubeconfig=kubeconfig,
+        gang_scheduling=GANG_FLAGS[scheduler],
+        leader_elect=False,
+        health_port=0,
+        bind_address=LOOPBACK,
+    )
     with log_path.open("wb") as log:
-        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        process = subprocess.Popen(
+            operator_command(options), stdout=log, stderr=subprocess.STDOUT, cwd=REPO
+        )
     say(f"operator started (pid {process.pid}, log {log_path})")
     return process
 

@@ -3,7 +3,7 @@
 Users' dashboards, selectors and scripts depend on these exact strings.
 """
 
-from typing import Final
+from typing import Final, NamedTuple
 
 GROUP: Final = "kubeflow.org"
 VERSION: Final = "v2beta1"
@@ -12,6 +12,18 @@ KIND: Final = "MPIJob"
 PLURAL: Final = "mpijobs"
 SINGULAR: Final = "mpijob"
 SHORT_NAMES: Final = ("mpij",)
+
+
+class GroupVersionResource(NamedTuple):
+    """Where a kind is served, in the order the Kubernetes client's custom-object calls take
+    them (the namespace, when there is one, goes between version and plural)."""
+
+    group: str
+    version: str
+    plural: str
+
+
+MPIJOB_RESOURCE: Final = GroupVersionResource(GROUP, VERSION, PLURAL)
 
 LAUNCHER: Final = "Launcher"
 WORKER: Final = "Worker"

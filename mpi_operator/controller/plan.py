@@ -247,7 +247,7 @@ class _Sync:
         if left is not None and left <= 0:
             # The garbage collector removes the children, as for any deleted MPIJob.
             body = {"preconditions": {"uid": self.job.metadata.get("uid")}}
-            self._write("delete", "mpijobs", self.job.name, body)
+            self._write("delete", c.PLURAL, self.job.name, body)
             return self.plan
         self.plan.requeue_after = left
         if self.ctx.gang is not None:

@@ -42,7 +42,7 @@ from mpi_operator.runtime.store import (
     index_by_namespaced_label,
 )
 
-MPIJOBS: Final = Resource(c.GROUP, c.VERSION, "mpijobs", True, c.KIND)
+MPIJOBS: Final = Resource(*c.MPIJOB_RESOURCE, namespaced=True, kind=c.KIND)
 OPERATOR_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
 INDEX_JOB_NAME: Final = "job-name"
 # Gang objects by the gang inputs (``plural/name``) the strategy reads for them.

@@ -26,7 +26,7 @@ from mpi_operator.sdk.errors import (
 from mpi_operator.sdk.offline import JobLike, checked
 from mpi_operator.sdk.state import condition, has_condition, phase
 
-MPIJOBS: Final = Resource(c.GROUP, c.VERSION, c.PLURAL, True, c.KIND)
+MPIJOBS: Final = Resource(*c.MPIJOB_RESOURCE, namespaced=True, kind=c.KIND)
 USER_AGENT: Final = "mpi-operator-sdk"
 # A watch is reopened at least this often, so a silently dropped connection costs little.
 _WATCH_SECONDS: Final = 60

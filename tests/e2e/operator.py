@@ -23,7 +23,10 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from mpi_operator.api.constants import MPIJOB_RESOURCE
+from mpi_operator.operator.options import Options
 from mpi_operator.sdk import WaitTimeoutError, has_condition
+from mpi_operator.testing.launch import LOOPBACK, operator_command
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 from .clusters import (
@@ -38,7 +41,7 @@ from .clusters import (
 from .rbac import install_mpijob_crd, service_account_kubeconfig
 
 OPERATOR_NAMESPACE = "mpi-operator"
-GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
 # The operator's --gang-scheduling for each flavour: its gang scheduler's name, none by default.
 GANG_FLAGS = {**SCHEDULER_NAMES, "default": ""}
 
@@ -87,21 +90,18 @@ class OperatorProcess:
             kubeconfig = service_account_kubeconfig(
                 self.cluster.kubeconfig, OPERATOR_NAMESPACE, self.workdir
             )
-        args = [
-            sys.executable,
-            "-m",
-            "mpi_operator",
-            f"--kubeconfig={kubeconfig}",
-            f"--gang-scheduling={self.gang_scheduling}",
-            f"--lock-namespace={self.lock_namespace}",
-            f"--health-port={self.health_port}",
-            f"--monitoring-port={self.metrics_port}",
-            "--bind-address=127.0.0.1",
-            "--threadiness=4",
-            "--kube-api-qps=50",
-            "--kube-api-burst=100",
-            *self.extra_args,
-        ]
+        options = Options(
+            kubeconfig=str(kubeconfig),
+            gang_scheduling=self.gang_scheduling,
+            lock_namespace=self.lock_namespace,
+            health_port=self.health_port,
+            monitoring_port=self.metrics_port,
+            bind_address=LOOPBACK,
+            threadiness=4,
+            kube_api_qps=50,
+            kube_api_burst=100,
+        )
+        args = operator_command(options, self.extra_args)
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(

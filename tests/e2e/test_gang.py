@@ -27,7 +27,10 @@ from mpi_operator.sdk import GangState, gang_state
 from .clusters import COSCHEDULING, SIM, VOLCANO, E2ECluster, wait_until
 from .operator import (
     CONDITION_GANG_SCHEDULED,
+    GROUP,
+    PLURAL,
     POD_GROUP_APIS,
+    VERSION,
     OperatorProcess,
     condition,
     create_mpijob,
@@ -94,7 +97,7 @@ def ns(gang: Gang, namespace_factory: Callable[[E2ECluster], str]) -> Iterator[s
     # the jobs has the garbage collector free the nodes for the next test at once.
     with contextlib.suppress(ApiException):
         gang.cluster.custom.delete_collection_namespaced_custom_object(
-            "kubeflow.org", "v2beta1", name, "mpijobs", propagation_policy="Background"
+            GROUP, VERSION, name, PLURAL, propagation_policy="Background"
         )
 
 
@@ -188,9 +191,7 @@ def describe(cluster: E2ECluster, namespace: str) -> str:
     )
     for pg in pod_groups["items"]:
         lines.append(f"podgroup {pg['metadata']['name']} {pg.get('spec')} {pg.get('status')}")
-    jobs = cluster.custom.list_namespaced_custom_object(
-        "kubeflow.org", "v2beta1", namespace, "mpijobs"
-    )
+    jobs = cluster.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
     for job in jobs["items"]:
         conditions = [
             (c["type"], c["status"], c.get("reason"))
@@ -797,9 +798,7 @@ def test_an_operator_refused_nodes_says_so_once_and_serves_without_nudges(
 def may_list_mpijobs(kubeconfig: Path, namespace: str) -> bool:
     api = k8s_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
     try:
-        k8s.CustomObjectsApi(api).list_namespaced_custom_object(
-            "kubeflow.org", "v2beta1", namespace, "mpijobs"
-        )
+        k8s.CustomObjectsApi(api).list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
         return True
     except ApiException as error:
         if error.status != 403:

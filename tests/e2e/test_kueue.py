@@ -25,6 +25,9 @@ from .clusters import (
     wait_until,
 )
 from .operator import (
+    GROUP,
+    PLURAL,
+    VERSION,
     OperatorProcess,
     condition,
     create_mpijob,
@@ -353,7 +356,7 @@ def test_kueue_evicts_a_gang_that_cannot_start_whole_and_admits_the_next_job(
         assert not [p for p in pods_of(c, ns, "big") if p.spec.node_name], "big half-placed"
     finally:
         c.custom.delete_collection_namespaced_custom_object(
-            "kubeflow.org", "v2beta1", ns, "mpijobs", propagation_policy="Background"
+            GROUP, VERSION, ns, PLURAL, propagation_policy="Background"
         )
         delete()
 
@@ -442,7 +445,7 @@ def test_multikueue_runs_the_job_on_a_worker_cluster_and_the_operator_leaves_its
         # The worker's operator runs the copy Kueue made there, gang-scheduled by Volcano.
         wait_until(
             lambda: worker.custom.get_namespaced_custom_object(
-                "kubeflow.org", "v2beta1", ns, "mpijobs", "remote"
+                GROUP, VERSION, ns, PLURAL, "remote"
             ),
             90,
             message=lambda: f"the copy on the worker: {workload_of(manager, ns, 'remote')}",

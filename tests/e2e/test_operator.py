@@ -15,6 +15,9 @@ from kubernetes import client as k8s
 
 from .clusters import REPO, SIM, E2ECluster, wait_until
 from .operator import (
+    GROUP,
+    PLURAL,
+    VERSION,
     OperatorProcess,
     condition,
     create_mpijob,
@@ -227,9 +230,7 @@ def test_a_job_deleted_while_it_is_reconciled_leaves_the_operator_healthy(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:
     create_mpijob(cluster, namespace, sim_job("gone", workers=6).obj())
-    cluster.custom.delete_namespaced_custom_object(
-        "kubeflow.org", "v2beta1", namespace, "mpijobs", "gone"
-    )
+    cluster.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "gone")
     wait_until(lambda: not pods_of(cluster, namespace, "gone"), 90, message="children collected")
     create_mpijob(cluster, namespace, sim_job("after").obj())
     wait_for_condition(cluster, namespace, "after", "Succeeded", operator=operator)

@@ -17,12 +17,13 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from mpi_operator.api.constants import MPIJOB_RESOURCE as MPIJOBS
+
 from .clusters import SIM, E2ECluster, sim_pod_spec, wait_until
 from .rbac import allowed, bound_service_account, granted_permissions, load_manifest, typed
 
 pytestmark = pytest.mark.e2e
 
-MPIJOBS = ("kubeflow.org", "v2beta1", "mpijobs")
 VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 # Resources the operator never touches; any verb on them must be refused.
 NOT_GRANTED = (

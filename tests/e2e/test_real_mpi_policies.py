@@ -22,6 +22,9 @@ from mpi_operator.sdk import JobFailedError
 from .clusters import COSCHEDULING, VOLCANO, ClusterProvider, E2ECluster, wait_until
 from .operator import (
     CONDITION_GANG_SCHEDULED,
+    GROUP,
+    PLURAL,
+    VERSION,
     OperatorProcess,
     condition,
     create_mpijob,
@@ -391,9 +394,7 @@ def test_gang_on_real_nodes_binds_all_or_nothing_then_computes_pi(
         settle(15)
         bound = [p.metadata.name for p in pods_of(cluster, ns, "too-big") if p.spec.node_name]
         assert bound == []
-        cluster.custom.delete_namespaced_custom_object(
-            "kubeflow.org", "v2beta1", ns, "mpijobs", "too-big"
-        )
+        cluster.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "too-big")
         wait_until(lambda: not pods_of(cluster, ns, "too-big"), 120, message="too-big's pods gone")
 
         job = example("pi.yaml")

@@ -90,6 +90,8 @@ def test_registration(definition: dict[str, Any]) -> None:
     [version] = spec["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v2beta1", True, True)
     assert version["subresources"] == {"status": {}}
+    # The operator, the SDK and the tooling reach MPIJobs there: it must be what is served.
+    assert (spec["group"], version["name"], spec["names"]["plural"]) == c.MPIJOB_RESOURCE
 
 
 # -- structural schema ----------------------------------------------------------------------
