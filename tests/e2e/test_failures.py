@@ -51,14 +51,27 @@ def worker_failures(job: dict[str, object]) -> object:
 def test_wait_for_workers_ready_recovers_from_a_worker_that_fails_before_the_launcher(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = sim_job("recovers").launcher_creation_policy("WaitForWorkersReady").obj()
-    create_mpijob(cluster, namespace, job)
-    wait_until(
-        lambda: len(pods_of(cluster, namespace, "recovers", "worker")) == 2, 60, message="workers"
+    job = (
+        sim_job("recovers")
+        .launcher_creation_policy("WaitForWorkersReady")
+        # Held, so that the job cannot finish before the replacement runs, should the
+        # launcher have been created in the moment both workers were Ready.
+        .template_annotation("Launcher", SIM + "hold", "true")
+        .obj()
     )
-    old = pod_uid(cluster, namespace, "recovers-worker-1")
-    finish_pod(cluster, namespace, "recovers-worker-1", exit_code=1)
+    create_mpijob(cluster, namespace, job)
+    old = wait_until(
+        lambda: pod_uid(cluster, namespace, "recovers-worker-1"), 60, message="worker 1"
+    )
+    # Failed at once, as a kubelet fails a pod it cannot start (the workers' sync waits for
+    # a quiet second, so it sees this before both workers are Ready).
+    failed = {"status": {"phase": "Failed", "reason": "UnexpectedAdmissionError"}}
+    cluster.core.patch_namespaced_pod_status("recovers-worker-1", namespace, failed)
     wait_until(lambda: replaced(cluster, namespace, "recovers-worker-1", old), 60, message="new")
+    wait_until(
+        lambda: pods_of(cluster, namespace, "recovers", "launcher"), 60, message="the launcher"
+    )
+    finish_launcher(cluster, namespace, "recovers")
     done = wait_for_condition(cluster, namespace, "recovers", "Succeeded", operator=operator)
     assert worker_failures(done) == 1
     assert "MPIJobRestarting" in event_reasons(cluster, namespace, "recovers")

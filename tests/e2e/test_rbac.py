@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from mpi_operator.api.constants import MPIJOB_RESOURCE as MPIJOBS
+from mpi_operator.operator.options import Options
+from mpi_operator.testing.launch import LOOPBACK, operator_command
 
 from .clusters import SIM, E2ECluster, sim_pod_spec, wait_until
 from .rbac import allowed, bound_service_account, granted_permissions, load_manifest, typed
@@ -191,10 +192,6 @@ def test_server_grants_exactly_the_cluster_role(
     assert not wrong, "\n".join(wrong)
 
 
-# The console script may not be on PATH (a venv that is not activated); main() reads sys.argv.
-RUN_OPERATOR = "import sys; from mpi_operator.cli import main; sys.exit(main())"
-
-
 def test_operator_drives_a_job_under_the_role(
     cluster: E2ECluster,
     operator_kubeconfig: Path,
@@ -209,18 +206,16 @@ def test_operator_drives_a_job_under_the_role(
     log_path = tmp_path / "operator.log"
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBEFLOW_NAMESPACE")}
     with log_path.open("w") as log:
+        options = Options(
+            kubeconfig=str(operator_kubeconfig),
+            # Scoped to the test's namespace: operators of other tests may share the cluster.
+            namespace=namespace,
+            lock_namespace=namespace,
+            bind_address=LOOPBACK,
+            health_port=0,
+        )
         operator = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                RUN_OPERATOR,
-                f"--kubeconfig={operator_kubeconfig}",
-                # Scoped to the test's namespace: operators of other tests may share the cluster.
-                f"--namespace={namespace}",
-                f"--lock-namespace={namespace}",
-                "--bind-address=127.0.0.1",
-                "--health-port=0",
-            ],
+            operator_command(options),
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,

@@ -30,6 +30,7 @@ from kubernetes import client as k8s
 
 from gang import capacity_nudge_of, select_gang_scheduler
 from mpi_operator.api import constants as c
+from mpi_operator.api.constants import MPIJOB_RESOURCE
 from mpi_operator.sdk import render
 
 from .clusters import (
@@ -77,7 +78,6 @@ NOT_REQUESTED: dict[Permission, str] = {
 # What the operator stamps on a waiting coscheduling gang's PodGroup when capacity appears.
 CAPACITY_ANNOTATION = "training.kubeflow.org/capacity-changed-at"
 SUSPENDED_EVENT = "MPIJobSuspended"
-MPIJOBS_API = ("kubeflow.org", "v2beta1")
 
 
 @pytest.fixture(scope="module")
@@ -313,7 +313,8 @@ def adopt_run_suspend_resume_and_suspend_again(
     create_mpijob(cluster, namespace, sim_job("brief").run_policy(ttlSecondsAfterFinished=1).obj())
 
     def mpijobs() -> set[str]:
-        listed = cluster.custom.list_namespaced_custom_object(*MPIJOBS_API, namespace, "mpijobs")
+        group, version, plural = MPIJOB_RESOURCE
+        listed = cluster.custom.list_namespaced_custom_object(group, version, namespace, plural)
         return {job["metadata"]["name"] for job in listed["items"]}
 
     wait_until(
