@@ -223,9 +223,11 @@ def _record_worker_failures(
     """An event and the Restarting condition for each replaced worker; the Failed condition
     for the one that spent the job's retries."""
     namespace = key.partition("/")[0]
-    for pod in failures.replaced:
+    # Failures recorded before this sync's, which count in index order, the fatal one last.
+    earlier = failures.recorded - len(failures.replaced) - (failures.fatal is not None)
+    for index, pod in enumerate(failures.replaced):
         name = (pod.get("metadata") or {}).get("name", "")
-        used = failures.recorded + failures.launcher_failures
+        used = earlier + index + 1 + failures.launcher_failures
         message = pod_failure(pod).message(
             f"Worker pod {namespace}/{name} failed and is created again "
             f"({used} of {failures.limit} retries used)"

@@ -84,6 +84,20 @@ def test_a_failed_worker_is_deleted_by_uid_counted_and_created_again() -> None:
     assert job["status"]["replicaStatuses"]["Worker"] == {"failed": 1}
 
 
+def test_workers_failing_together_each_say_which_retry_they_use() -> None:
+    view = cluster_view()
+    job = converge(MPIJobWrapper().workers(3).obj(), view, context())
+    job["status"]["replicaStatuses"] = {"Worker": {"failed": 1}}
+    for name in ("test-worker-0", "test-worker-2"):
+        fail(view, name, exitCode=1)
+    plan = sync(job, view, context(now=LATER))
+    assert [e.message.split(": ")[0] for e in plan.events] == [
+        "Worker pod ns/test-worker-0 failed and is created again (2 of 6 retries used)",
+        "Worker pod ns/test-worker-2 failed and is created again (3 of 6 retries used)",
+    ]
+    assert job["status"]["replicaStatuses"]["Worker"] == {"failed": 3}
+
+
 def test_a_worker_being_deleted_is_not_counted_again() -> None:
     view = cluster_view()
     job = converge(MPIJobWrapper().workers(2).obj(), view, context())
