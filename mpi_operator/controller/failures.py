@@ -84,8 +84,6 @@ def judge_worker_failures(
     """
     replaced: list[dict[str, Any]] = []
     fatal = None
-    if recorded > 0 and recorded + launcher_failed > limit:
-        return WorkerFailures((), None, recorded, limit, launcher_failed)
     live = [pod for pod in workers if not (pod.get("metadata") or {}).get("deletionTimestamp")]
     ended = () if launcher_exists else tuple(p for p in live if phase(p) == "Succeeded")
     for pod in live:

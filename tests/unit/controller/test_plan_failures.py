@@ -260,6 +260,19 @@ def test_worker_and_launcher_failures_share_the_backoff_limit() -> None:
     )
 
 
+def test_a_failed_worker_after_the_retries_are_spent_fails_the_job_without_a_launcher() -> None:
+    # However the count got past the limit, the next failed worker ends the job: it must not
+    # wait for a launcher that, with WaitForWorkersReady, would never come.
+    view = cluster_view()
+    job = MPIJobWrapper().workers(2).launcher_creation_policy("WaitForWorkersReady").obj()
+    job = converge(job, view, context())
+    job["status"]["replicaStatuses"] = {"Worker": {"failed": 9}}
+    fail(view, "test-worker-0", exitCode=1, reason="Error")
+    failing = sync(job, view, context(now=LATER))
+    assert failing.failed and condition(job, "Failed")["reason"] == "WorkerFailed/Error"
+    assert not any(a.verb == "delete" for a in failing.actions)
+
+
 def test_suspension_keeps_the_worker_failures_counted() -> None:
     view = cluster_view()
     job = converge(MPIJobWrapper().workers(2).obj(), view, context())
