@@ -29,14 +29,12 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch import Watch
 
+import hack.cluster as localcluster
 from mpi_operator.api.constants import MPIJOB_RESOURCE
 from mpi_operator.operator.options import Options
 from mpi_operator.testing.launch import LOOPBACK, operator_command
 
 REPO = Path(__file__).resolve().parents[1]
-# The local cluster tool is a script, not a package; its functions do the cluster work here.
-sys.path.insert(0, str(REPO / "hack" / "cluster"))
-import localcluster  # noqa: E402
 
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
 EXAMPLE = REPO / "examples" / "pi" / "pi.yaml"
@@ -190,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_dir = Path(os.environ.get("TMPDIR", "/tmp"))
         operator = start_operator(kubeconfig, args.scheduler, log_dir / f"{name}-operator.log")
         succeeded = submit_and_watch(api, operator)
-    except (localcluster.ClusterError, localcluster.realnodes.RealNodeError) as error:
+    except (localcluster.ClusterError, localcluster.RealNodeError) as error:
         say(f"the local cluster did not come up: {error}")
     finally:
         info = localcluster.ClusterInfo.load(name)

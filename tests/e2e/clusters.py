@@ -25,7 +25,6 @@ Every local cluster's API server logs the requests of ``AUDITED_NAMESPACE``'s Se
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -36,7 +35,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -45,6 +43,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+import hack.cluster as localcluster
 from mpi_operator.sdk import MPIJobClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,26 +90,10 @@ AUDIT_POLICY: dict[str, Any] = {
 T = TypeVar("T")
 
 
-def load_cluster_tool() -> ModuleType:
-    """hack/cluster/localcluster.py as a module (it is not a package)."""
-    name = "mpi_operator_localcluster"
-    if name in sys.modules:
-        return sys.modules[name]
-    # Its sibling modules (realnodes.py) are imported by plain name.
-    if str(CLUSTER_TOOL.parent) not in sys.path:
-        sys.path.insert(0, str(CLUSTER_TOOL.parent))
-    spec = importlib.util.spec_from_file_location(name, CLUSTER_TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 # The cluster tool's schedulers, which every provider's clusters are named after, and the name
 # pods use to opt into each.
-FLAVOURS: tuple[str, ...] = tuple(load_cluster_tool().SCHEDULERS)
-SCHEDULER_NAMES: dict[str, str] = load_cluster_tool().SCHEDULER_NAMES
+FLAVOURS: tuple[str, ...] = tuple(localcluster.SCHEDULERS)
+SCHEDULER_NAMES: dict[str, str] = localcluster.SCHEDULER_NAMES
 
 
 def run_cluster_tool(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -475,7 +458,6 @@ class ClusterProvider:
         return cluster
 
     def _local(self, flavour: str, real_nodes: int = 0, kueue: bool = False) -> E2ECluster:
-        tool = load_cluster_tool()
         # Named apart from the `make cluster-up` clusters so a developer's
         # running cluster is never replaced by the test session.
         name = f"{os.environ.get('E2E_CLUSTER_PREFIX', 'e2e')}-{flavour}"
@@ -496,13 +478,13 @@ class ClusterProvider:
             res = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=UP_TIMEOUT, check=False
             )
-        self.started.append(lambda: tool.down(name))
+        self.started.append(lambda: localcluster.down(name))
         if res.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` failed:\n{res.stderr[-4000:]}")
         last = res.stdout.strip().splitlines()[-1]
         assert last.startswith("export KUBECONFIG="), res.stdout
         kubeconfig = last.removeprefix("export KUBECONFIG=")
-        info = tool.ClusterInfo.load(name)
+        info = localcluster.ClusterInfo.load(name)
         state = {"processes": [dict(vars(p)) for p in info.processes]}
         return E2ECluster(
             name,
@@ -511,7 +493,7 @@ class ClusterProvider:
             "local",
             _api_client(kubeconfig),
             state,
-            audit_log=tool.audit_log(name),
+            audit_log=localcluster.audit_log(name),
         )
 
     def _kind(self, flavour: str) -> E2ECluster:

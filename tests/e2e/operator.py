@@ -23,6 +23,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+import hack.cluster as localcluster
 from mpi_operator.api.constants import MPIJOB_RESOURCE
 from mpi_operator.operator.options import Options
 from mpi_operator.sdk import WaitTimeoutError, has_condition
@@ -35,7 +36,6 @@ from .clusters import (
     SIM,
     ClusterProvider,
     E2ECluster,
-    load_cluster_tool,
     wait_until,
 )
 from .rbac import install_mpijob_crd, service_account_kubeconfig
@@ -76,9 +76,8 @@ class OperatorProcess:
         self.name = name
         self.kubeconfig = kubeconfig
         self.lock_namespace = lock_namespace
-        tool = load_cluster_tool()
-        self.health_port = tool.free_port()
-        self.metrics_port = tool.free_port()
+        self.health_port = localcluster.free_port()
+        self.metrics_port = localcluster.free_port()
         self.log_path = workdir / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -2,39 +2,26 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
 
-TOOL = Path(__file__).resolve().parents[2] / "hack" / "cluster" / "localcluster.py"
+import hack.cluster as localcluster
+from hack.cluster import cli
+
 CRD = "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh"
 # What `kubectl wait --for=condition=Established` printed on a CRD without conditions yet.
 ACCESSOR_ERROR = ".status.conditions accessor error: <nil> is of the type <nil>, expected []"
 
 
-def cluster_tool() -> ModuleType:
-    name = "localcluster_under_test"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, TOOL)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 class NewCRDCluster:
     """kubectl against an API server that fills a new CRD's conditions in a moment later."""
 
-    def __init__(self, tool: ModuleType) -> None:
-        self.tool = tool
+    def __init__(self) -> None:
         self.answers: list[dict[str, Any]] = [
             {"kind": "CustomResourceDefinition", "metadata": {"name": "queues"}},
             {
@@ -54,7 +41,7 @@ class NewCRDCluster:
         if args[0] == "apply":
             return subprocess.CompletedProcess(args, 0, CRD + "\n", "")
         if args[0] == "wait":
-            raise self.tool.ClusterError(f"kubectl {' '.join(args)} failed: {ACCESSOR_ERROR}")
+            raise localcluster.ClusterError(f"kubectl {' '.join(args)} failed: {ACCESSOR_ERROR}")
         assert args[:2] == ("get", CRD)
         answer = self.answers[min(self.gets, len(self.answers) - 1)]
         self.gets += 1
@@ -62,25 +49,22 @@ class NewCRDCluster:
 
 
 def test_a_new_crd_without_conditions_yet_is_waited_for_not_an_error() -> None:
-    tool = cluster_tool()
-    cluster = NewCRDCluster(tool)
-    tool.apply_crds(cluster, [Path("crds")])
+    cluster = NewCRDCluster()
+    localcluster.apply_crds(cluster, [Path("crds")])
     assert cluster.gets == 3
 
 
 def test_not_established_reads_lists_and_single_objects() -> None:
-    tool = cluster_tool()
     ready = {
         "metadata": {"name": "a"},
         "status": {"conditions": [{"type": "Established", "status": "True"}]},
     }
     fresh = {"metadata": {"name": "b"}, "status": {}}
-    assert tool.not_established({"kind": "List", "items": [ready, fresh]}) == ["b"]
-    assert tool.not_established(ready) == []
+    assert localcluster.not_established({"kind": "List", "items": [ready, fresh]}) == ["b"]
+    assert localcluster.not_established(ready) == []
 
 
 def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path) -> None:
-    tool = cluster_tool()
     stages = tmp_path / "kwok" / "kustomize" / "stage"
     for rel in (
         "node/fast/node-initialize.yaml",
@@ -92,7 +76,7 @@ def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path
     policy = tmp_path / "audit-policy.yaml"
 
     def options(audit_policy: Path | None) -> dict[str, Any]:
-        text = tool.kwok_config(
+        text = localcluster.kwok_config(
             tmp_path / "bin",
             {"sigs.k8s.io/kwok": tmp_path / "kwok"},
             {"K8S_VERSION": "v1.34.1"},
@@ -110,21 +94,22 @@ def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path
 def test_up_hands_the_audit_policy_on_and_a_changed_policy_is_a_different_cluster(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    tool = cluster_tool()
     policy = tmp_path / "audit-policy.yaml"
     policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: []\n")
     asked: dict[str, Any] = {}
 
     def up(**options: Any) -> Any:
         asked.update(options)
-        return tool.ClusterInfo("c", "default", "/kubeconfig", [], 0.0)
+        return localcluster.ClusterInfo("c", "default", "/kubeconfig", [], 0.0)
 
-    monkeypatch.setattr(tool, "up", up)
-    assert tool.main(["up", "--name", "c", "--audit-policy", str(policy)]) == 0
+    monkeypatch.setattr(cli, "up", up)
+    assert cli.main(["up", "--name", "c", "--audit-policy", str(policy)]) == 0
     assert asked["audit_policy"] == policy
     # A running cluster is kept only for the same policy text, wherever the file lies.
-    digest = tool.audit_policy_digest(policy)
-    assert digest == tool.audit_policy_digest(Path(shutil.copy(policy, tmp_path / "copy.yaml")))
+    digest = localcluster.audit_policy_digest(policy)
+    assert digest == localcluster.audit_policy_digest(
+        Path(shutil.copy(policy, tmp_path / "copy.yaml"))
+    )
     policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: None}]\n")
-    assert tool.audit_policy_digest(policy) not in (digest, "")
-    assert tool.audit_policy_digest(None) == ""
+    assert localcluster.audit_policy_digest(policy) not in (digest, "")
+    assert localcluster.audit_policy_digest(None) == ""

@@ -1,0 +1,249 @@
+"""Bringing a local cluster up and down, and what is running.
+
+``up`` builds what is missing, then starts the control plane with kwokctl, the scheduler and
+admission asked for, the nodes, and waits until pods are accepted; ``down`` stops exactly the
+processes the cluster recorded, and whatever its real nodes left on the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from hack.cluster import realnodes
+from hack.cluster.admission import start_kueue
+from hack.cluster.binaries import bin_dir, koordinator_dir, kueue_dir, module_dirs, versions
+from hack.cluster.kube import Cluster, wait_for
+from hack.cluster.kwok import audit_policy_digest, kwok_config, kwok_processes, pki_dir
+from hack.cluster.nodes import (
+    DEFAULT_NODE_CPU,
+    DEFAULT_NODE_GPU,
+    DEFAULT_NODE_MEMORY,
+    DEFAULT_NODE_PODS,
+    DEFAULT_NODES,
+    IMAGES_DIR_ENV,
+    NODE_PREFIX,
+    create_nodes,
+    create_pod_network,
+    image_tarballs,
+    node_manifest,
+    start_real_nodes,
+    stop_real_node_pods,
+    wait_nodes_ready,
+)
+from hack.cluster.processes import listening_addresses, stop_cluster_processes
+from hack.cluster.schedulers import (
+    SCHEDULERS,
+    start_koordinator,
+    start_scheduler_plugins,
+    start_volcano,
+)
+from hack.cluster.state import (
+    ClusterError,
+    ClusterInfo,
+    Proc,
+    cluster_dir,
+    clusters_root,
+    default_name,
+    log,
+)
+
+
+def up(
+    scheduler: str = "default",
+    name: str | None = None,
+    nodes: int = DEFAULT_NODES,
+    node_cpu: str = DEFAULT_NODE_CPU,
+    node_memory: str = DEFAULT_NODE_MEMORY,
+    node_gpu: int = DEFAULT_NODE_GPU,
+    build: bool = True,
+    real_nodes: int = 0,
+    images: Path | None = None,
+    with_kueue: bool = False,
+    kueue_pods_ready_timeout: int = 0,
+    audit_policy: Path | None = None,
+) -> ClusterInfo:
+    if scheduler not in SCHEDULERS:
+        raise ClusterError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULERS}")
+    name = name or default_name(scheduler)
+    t0 = time.monotonic()
+    bins = bin_dir(build=build, real_nodes=real_nodes > 0)
+    if images is None and os.environ.get(IMAGES_DIR_ENV):
+        images = Path(os.environ[IMAGES_DIR_ENV])
+    tarballs = image_tarballs(images) if real_nodes else []
+    kueue_home = kueue_dir(build) if with_kueue else None
+    koordinator_home = koordinator_dir(build) if scheduler == "koordinator" else None
+    mods = module_dirs(bins)
+    vers = versions(bins)
+    policy_digest = audit_policy_digest(audit_policy)
+
+    existing = ClusterInfo.load(name)
+    if existing is not None:
+        if (
+            existing.scheduler == scheduler
+            and existing.real_nodes == real_nodes
+            and existing.kueue == with_kueue
+            and existing.kueue_pods_ready_timeout == kueue_pods_ready_timeout
+            and existing.audit_policy == policy_digest
+            and all(p.alive() for p in existing.processes)
+        ):
+            log(f"cluster {name} is already running")
+            return existing
+        log(f"replacing stale or different cluster {name}")
+        down(name)
+    shutil.rmtree(cluster_dir(name), ignore_errors=True)
+    cdir = cluster_dir(name)
+    cdir.mkdir(parents=True)
+    workdir = cdir / "kwok"
+    info = ClusterInfo(
+        name=name,
+        scheduler=scheduler,
+        kubeconfig=str(workdir / "clusters" / name / "kubeconfig.yaml"),
+        processes=[],
+        started_at=time.time(),
+        kueue=with_kueue,
+        kueue_pods_ready_timeout=kueue_pods_ready_timeout,
+        audit_policy=policy_digest,
+    )
+    info.save()
+    cluster = Cluster(info, bins)
+    try:
+        config = cdir / "kwok.yaml"
+        network = create_pod_network(cluster, real_nodes) if real_nodes else None
+        config.write_text(kwok_config(bins, mods, vers, pki_dir(cluster), network, audit_policy))
+        env = {
+            **os.environ,
+            "KWOK_WORKDIR": str(workdir),
+            # kwokctl looks kubectl up on PATH before it would download one.
+            "PATH": f"{bins}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+        env.pop("KUBECONFIG", None)
+        env["KUBECACHEDIR"] = str(cdir / "kube-cache")
+        log(f"starting control plane for {name} ({scheduler})")
+        res = subprocess.run(
+            [
+                str(bins / "kwokctl"),
+                f"--config={config}",
+                "create",
+                "cluster",
+                f"--name={name}",
+                "--runtime=binary",
+                "--kubeconfig=",
+                "--wait=90s",
+                "--timeout=150s",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        (cdir / "kwokctl-create.log").write_text(res.stdout + res.stderr)
+        for proc in kwok_processes(name):
+            cluster.add_process(proc)
+        if res.returncode != 0:
+            raise ClusterError(f"kwokctl create cluster failed:\n{res.stderr[-3000:]}")
+
+        if scheduler == "scheduler-plugins":
+            start_scheduler_plugins(cluster, mods)
+        elif scheduler == "volcano":
+            start_volcano(cluster, mods)
+        elif koordinator_home is not None:
+            start_koordinator(cluster, koordinator_home)
+        if kueue_home is not None:
+            start_kueue(cluster, kueue_home, kueue_pods_ready_timeout)
+
+        names = [f"{NODE_PREFIX}{i}" for i in range(nodes)]
+        create_nodes(
+            cluster,
+            (node_manifest(n, node_cpu, node_memory, node_gpu, DEFAULT_NODE_PODS) for n in names),
+        )
+        wait_nodes_ready(cluster, names)
+        if network is not None:
+            start_real_nodes(cluster, network, real_nodes, tarballs)
+        # Pods are rejected until the service account controller has created
+        # the namespace's `default` ServiceAccount.
+        wait_for(
+            "default ServiceAccount",
+            lambda: (
+                cluster.kubectl("get", "serviceaccount", "default", check=False).returncode == 0
+            ),
+            timeout=60,
+        )
+    except BaseException:
+        log(f"bring-up of {name} failed; stopping what was started (logs in {cdir})")
+        with contextlib.suppress(Exception):
+            stop_all(name, [*cluster.info.processes, *kwok_processes(name)])
+        raise
+    info.up_seconds = round(time.monotonic() - t0, 1)
+    info.save()
+    log(f"cluster {name} ({scheduler}) ready in {info.up_seconds}s")
+    return info
+
+
+def down(name: str) -> list[Proc]:
+    cdir = cluster_dir(name)
+    info = ClusterInfo.load(name)
+    procs: dict[tuple[int, int], Proc] = {}
+    for p in [*(info.processes if info else []), *kwok_processes(name)]:
+        procs[(p.pid, p.start_time)] = p
+    stopped = stop_all(name, list(procs.values()))
+    for p in stopped:
+        log(f"stopped {p.name} (pid {p.pid})")
+    shutil.rmtree(cdir, ignore_errors=True)
+    return stopped
+
+
+def stop_all(name: str, procs: Sequence[Proc]) -> list[Proc]:
+    """Every process of the cluster, then whatever real nodes left on the host.
+
+    Raises before anything is deleted if a mount below the cluster directory survives,
+    so removing the directory never reaches into a mounted file system.
+    """
+    stopped = stop_real_node_pods(name, procs)
+    stopped += stop_cluster_processes([p for p in procs if p not in stopped])
+    try:
+        realnodes.remove_host_traces(name, cluster_dir(name))
+    except realnodes.RealNodeError as exc:
+        raise ClusterError(str(exc)) from exc
+    return stopped
+
+
+def add_node(
+    name: str,
+    node: str,
+    cpu: str = DEFAULT_NODE_CPU,
+    memory: str = DEFAULT_NODE_MEMORY,
+    gpu: int = DEFAULT_NODE_GPU,
+) -> None:
+    info = ClusterInfo.load(name)
+    if info is None:
+        raise ClusterError(f"no cluster named {name}")
+    cluster = Cluster(info, bin_dir(build=False))
+    create_nodes(cluster, [node_manifest(node, cpu, memory, gpu, DEFAULT_NODE_PODS)])
+    wait_nodes_ready(cluster, [node])
+
+
+def status(name: str | None) -> int:
+    names = [name] if name else sorted(p.name for p in clusters_root().glob("*") if p.is_dir())
+    rc = 0
+    for n in names:
+        info = ClusterInfo.load(n)
+        if info is None:
+            print(f"{n}: not running")
+            rc = 1
+            continue
+        live = [p for p in info.processes if p.alive()]
+        state = "running" if len(live) == len(info.processes) else "degraded"
+        rc = rc if state == "running" else 1
+        print(f"{n}: {state} scheduler={info.scheduler} kubeconfig={info.kubeconfig}")
+        for p in info.processes:
+            alive = p.alive()
+            ports = " ".join(f"{ip}:{port}" for ip, port in listening_addresses(p.pid))
+            print(f"  {p.name:<24} pid {p.pid:<8} {'alive' if alive else 'gone':<6} {ports}")
+    return rc
