@@ -26,17 +26,17 @@ from hack.cluster.kwok import audit_log, audit_policy_digest, kwok_config
 from hack.cluster.lifecycle import add_node, down, status, up
 from hack.cluster.processes import free_port, listening_addresses
 from hack.cluster.realnodes import RealNodeError
-from hack.cluster.schedulers import SCHEDULER_NAMES, SCHEDULERS
+from hack.cluster.schedulers import RECIPES, SchedulerRecipe
 from hack.cluster.state import ClusterError, ClusterInfo, Proc, cluster_dir, proc_start_time
 
 __all__ = [
-    "SCHEDULERS",
-    "SCHEDULER_NAMES",
+    "RECIPES",
     "Cluster",
     "ClusterError",
     "ClusterInfo",
     "Proc",
     "RealNodeError",
+    "SchedulerRecipe",
     "add_node",
     "apply_crds",
     "audit_log",

@@ -44,7 +44,7 @@ from hack.cluster.nodes import (
     DEFAULT_NODE_MEMORY,
     DEFAULT_NODES,
 )
-from hack.cluster.schedulers import SCHEDULERS
+from hack.cluster.schedulers import RECIPES
 from hack.cluster.state import ClusterError, clusters_root, default_name, log
 
 
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_up = sub.add_parser("up", help="start a cluster and print `export KUBECONFIG=...`")
-    p_up.add_argument("--scheduler", choices=SCHEDULERS, default="default")
+    p_up.add_argument("--scheduler", choices=tuple(RECIPES), default="default")
     p_up.add_argument("--name", help="cluster name (default mpi-<scheduler>)")
     p_up.add_argument("--nodes", type=int, default=DEFAULT_NODES)
     p_up.add_argument("--node-cpu", default=DEFAULT_NODE_CPU)
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_up.add_argument("--no-build", action="store_true", help="fail instead of building")
     p_down = sub.add_parser("down", help="stop a cluster's processes and remove its state")
     p_down.add_argument("--name")
-    p_down.add_argument("--scheduler", choices=SCHEDULERS)
+    p_down.add_argument("--scheduler", choices=tuple(RECIPES))
     p_down.add_argument("--all", action="store_true", help="every cluster under the cache dir")
     p_status = sub.add_parser("status", help="show clusters and their processes")
     p_status.add_argument("--name")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hack.cluster import realnodes
 from hack.cluster.admission import start_kueue
-from hack.cluster.binaries import bin_dir, koordinator_dir, kueue_dir, module_dirs, versions
+from hack.cluster.binaries import bin_dir, kueue_dir, module_dirs, versions
 from hack.cluster.kube import Cluster, wait_for
 from hack.cluster.kwok import audit_policy_digest, kwok_config, kwok_processes, pki_dir
 from hack.cluster.nodes import (
@@ -38,10 +38,7 @@ from hack.cluster.nodes import (
 )
 from hack.cluster.processes import listening_addresses, stop_cluster_processes
 from hack.cluster.schedulers import (
-    SCHEDULERS,
-    start_koordinator,
-    start_scheduler_plugins,
-    start_volcano,
+    RECIPES,
 )
 from hack.cluster.state import (
     ClusterError,
@@ -68,8 +65,9 @@ def up(
     kueue_pods_ready_timeout: int = 0,
     audit_policy: Path | None = None,
 ) -> ClusterInfo:
-    if scheduler not in SCHEDULERS:
-        raise ClusterError(f"unknown scheduler {scheduler!r}; choose one of {SCHEDULERS}")
+    recipe = RECIPES.get(scheduler)
+    if recipe is None:
+        raise ClusterError(f"unknown scheduler {scheduler!r}; choose one of {tuple(RECIPES)}")
     name = name or default_name(scheduler)
     t0 = time.monotonic()
     bins = bin_dir(build=build, real_nodes=real_nodes > 0)
@@ -77,7 +75,7 @@ def up(
         images = Path(os.environ[IMAGES_DIR_ENV])
     tarballs = image_tarballs(images) if real_nodes else []
     kueue_home = kueue_dir(build) if with_kueue else None
-    koordinator_home = koordinator_dir(build) if scheduler == "koordinator" else None
+    scheduler_home = recipe.home(bins, build)
     mods = module_dirs(bins)
     vers = versions(bins)
     policy_digest = audit_policy_digest(audit_policy)
@@ -149,12 +147,8 @@ def up(
         if res.returncode != 0:
             raise ClusterError(f"kwokctl create cluster failed:\n{res.stderr[-3000:]}")
 
-        if scheduler == "scheduler-plugins":
-            start_scheduler_plugins(cluster, mods)
-        elif scheduler == "volcano":
-            start_volcano(cluster, mods)
-        elif koordinator_home is not None:
-            start_koordinator(cluster, koordinator_home)
+        if recipe.start is not None:
+            recipe.start(cluster, scheduler_home)
         if kueue_home is not None:
             start_kueue(cluster, kueue_home, kueue_pods_ready_timeout)
 

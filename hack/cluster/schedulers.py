@@ -1,28 +1,26 @@
-"""The gang schedulers a local cluster can run beside kube-scheduler, and how each starts."""
+"""The schedulers a local cluster can run: kube-scheduler alone, or a gang scheduler beside it.
+
+``RECIPES`` is the one table of them: ``up`` starts a cluster by its recipe, and the command
+line, the e2e suite (flavours, scheduler names, how to tell an existing cluster has one), the
+demo and the benchmarks read it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from hack.cluster import koordinator
+from hack.cluster.binaries import koordinator_dir, module_dirs
 from hack.cluster.kube import Cluster, apply_crds, wait_for
 from hack.cluster.processes import free_port
 from hack.cluster.state import ClusterError
 
-SCHEDULERS = ("default", "volcano", "scheduler-plugins", "koordinator")
-# Scheduler names pods use to opt into a gang scheduler.
-SCHEDULER_NAMES = {
-    "default": "default-scheduler",
-    "volcano": "volcano",
-    "scheduler-plugins": "scheduler-plugins-scheduler",
-    "koordinator": koordinator.SCHEDULER_NAME,
-}
 
-
-def start_scheduler_plugins(cluster: Cluster, mods: dict[str, Path]) -> None:
-    sp = mods["sigs.k8s.io/scheduler-plugins"]
+def start_scheduler_plugins(cluster: Cluster, sp: Path) -> None:
     apply_crds(cluster, [sp / "config" / "crd" / "bases"])
     # The upstream Coscheduling example config, run as a second scheduler
     # under the name upstream's second-scheduler deployment uses.
@@ -64,8 +62,7 @@ def start_scheduler_plugins(cluster: Cluster, mods: dict[str, Path]) -> None:
     cluster.wait_healthy("sp-controller", f"http://127.0.0.1:{probe_port}/readyz")
 
 
-def start_volcano(cluster: Cluster, mods: dict[str, Path]) -> None:
-    vc = mods["volcano.sh/volcano"]
+def start_volcano(cluster: Cluster, vc: Path) -> None:
     apply_crds(cluster, [vc / "config" / "crd" / "volcano" / "bases"])
     conf = vc / "installer" / "helm" / "chart" / "volcano" / "config" / "volcano-scheduler.conf"
     common = [f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false", "-v=2"]
@@ -118,3 +115,70 @@ def start_koordinator(cluster: Cluster, directory: Path) -> None:
         koordinator.command(directory / "bin" / "koord-scheduler", config, port),
     )
     cluster.wait_healthy("koord-scheduler", f"http://127.0.0.1:{port}/healthz", timeout=90)
+
+
+def cluster_binaries(bins: Path, build: bool) -> Path:
+    """The directory of the cluster's own binaries."""
+    return bins
+
+
+def pinned_module(module: str) -> Callable[[Path, bool], Path]:
+    """The source directory of a Go module the cluster's binaries were built from."""
+    return lambda bins, build: module_dirs(bins)[module]
+
+
+def koordinator_build(bins: Path, build: bool) -> Path:
+    """koord-scheduler's own build (build-koordinator.sh), made first if missing and allowed."""
+    return koordinator_dir(build)
+
+
+@dataclass(frozen=True)
+class SchedulerRecipe:
+    """One scheduler a local cluster can run."""
+
+    # What ``--scheduler`` takes; clusters of it are named after it (mpi-<name>, e2e-<name>).
+    name: str
+    # The spec.schedulerName of the pods it places.
+    scheduler_name: str
+    # A CRD whose presence shows that it is installed in a cluster; None: every cluster has it.
+    crd: str | None = None
+    # Where what it runs comes from, given the cluster's binaries and whether building is
+    # allowed; found before anything starts, so a missing build fails a bring-up early.
+    home: Callable[[Path, bool], Path] = cluster_binaries
+    # How it starts once the control plane serves, from its home.
+    start: Callable[[Cluster, Path], None] | None = None
+
+    @property
+    def gang_scheduling(self) -> str:
+        """The operator's ``--gang-scheduling`` for this cluster: empty for kube-scheduler
+        alone, which schedules no gangs."""
+        return self.scheduler_name if self.start is not None else ""
+
+
+RECIPES: dict[str, SchedulerRecipe] = {
+    recipe.name: recipe
+    for recipe in (
+        SchedulerRecipe("default", "default-scheduler"),
+        SchedulerRecipe(
+            "volcano",
+            "volcano",
+            crd="podgroups.scheduling.volcano.sh",
+            home=pinned_module("volcano.sh/volcano"),
+            start=start_volcano,
+        ),
+        SchedulerRecipe(
+            "scheduler-plugins",
+            "scheduler-plugins-scheduler",
+            crd="podgroups.scheduling.x-k8s.io",
+            home=pinned_module("sigs.k8s.io/scheduler-plugins"),
+            start=start_scheduler_plugins,
+        ),
+        SchedulerRecipe(
+            "koordinator",
+            koordinator.SCHEDULER_NAME,
+            crd="reservations.scheduling.koordinator.sh",
+            home=koordinator_build,
+            start=start_koordinator,
+        ),
+    )
+}

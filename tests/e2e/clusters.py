@@ -54,12 +54,6 @@ KUEUE_CRD = "clusterqueues.kueue.x-k8s.io"
 # Kueue's waitForPodsReady timeout on the local clusters: long enough for simulated pods to
 # start on a loaded machine, short enough for a test to see a gang that cannot start evicted.
 KUEUE_PODS_READY_TIMEOUT = 20
-# A CRD whose presence shows that a flavour's scheduler is installed.
-FLAVOUR_CRDS = {
-    "volcano": "podgroups.scheduling.volcano.sh",
-    "scheduler-plugins": "podgroups.scheduling.x-k8s.io",
-    "koordinator": "reservations.scheduling.koordinator.sh",
-}
 SIM = "sim.mpi-operator.dev/"
 # Parameters that run a test on one gang flavour, marked so `-m volcano` selects it.
 VOLCANO = pytest.param("volcano", id="volcano", marks=pytest.mark.volcano)
@@ -90,10 +84,8 @@ AUDIT_POLICY: dict[str, Any] = {
 T = TypeVar("T")
 
 
-# The cluster tool's schedulers, which every provider's clusters are named after, and the name
-# pods use to opt into each.
-FLAVOURS: tuple[str, ...] = tuple(localcluster.SCHEDULERS)
-SCHEDULER_NAMES: dict[str, str] = localcluster.SCHEDULER_NAMES
+# The cluster tool's schedulers, which every provider's clusters are named after.
+FLAVOURS: tuple[str, ...] = tuple(localcluster.RECIPES)
 
 
 def run_cluster_tool(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -208,7 +200,7 @@ class E2ECluster:
     @property
     def scheduler_name(self) -> str:
         """schedulerName that routes pods to this flavour's scheduler."""
-        return SCHEDULER_NAMES[self.flavour]
+        return localcluster.RECIPES[self.flavour].scheduler_name
 
     @property
     def core(self) -> k8s.CoreV1Api:
@@ -445,7 +437,7 @@ class ClusterProvider:
         if not Path(kubeconfig.split(os.pathsep)[0]).is_file():
             pytest.skip(f"USE_EXISTING_CLUSTER=1 but kubeconfig {kubeconfig} does not exist")
         cluster = E2ECluster("existing", flavour, kubeconfig, "existing", _api_client(kubeconfig))
-        crd = FLAVOUR_CRDS.get(flavour)
+        crd = localcluster.RECIPES[flavour].crd
         if crd and not cluster.has_crd(crd):
             pytest.skip(f"existing cluster has no {crd}: {flavour} is not installed")
         return cluster

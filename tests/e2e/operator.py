@@ -32,7 +32,6 @@ from mpi_operator.testing.wrappers import MPIJobWrapper
 
 from .clusters import (
     REPO,
-    SCHEDULER_NAMES,
     SIM,
     ClusterProvider,
     E2ECluster,
@@ -42,8 +41,6 @@ from .rbac import install_mpijob_crd, service_account_kubeconfig
 
 OPERATOR_NAMESPACE = "mpi-operator"
 GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
-# The operator's --gang-scheduling for each flavour: its gang scheduler's name, none by default.
-GANG_FLAGS = {**SCHEDULER_NAMES, "default": ""}
 
 
 def ensure_namespace(cluster: E2ECluster, name: str) -> None:
@@ -70,7 +67,9 @@ class OperatorProcess:
         self.cluster = cluster
         self.workdir = workdir
         self.gang_scheduling = (
-            GANG_FLAGS[cluster.flavour] if gang_scheduling is None else gang_scheduling
+            localcluster.RECIPES[cluster.flavour].gang_scheduling
+            if gang_scheduling is None
+            else gang_scheduling
         )
         self.extra_args = list(extra_args)
         self.name = name

@@ -8,10 +8,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 import hack.cluster as localcluster
-from hack.cluster import cli
+from hack.cluster import cli, lifecycle
 
 CRD = "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh"
 # What `kubectl wait --for=condition=Established` printed on a CRD without conditions yet.
@@ -113,3 +114,35 @@ def test_up_hands_the_audit_policy_on_and_a_changed_policy_is_a_different_cluste
     policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: None}]\n")
     assert localcluster.audit_policy_digest(policy) not in (digest, "")
     assert localcluster.audit_policy_digest(None) == ""
+
+
+def test_each_scheduler_recipe_names_what_its_pods_ask_for_and_what_the_operator_is_told() -> None:
+    facts = {
+        name: (recipe.scheduler_name, recipe.gang_scheduling, recipe.crd)
+        for name, recipe in localcluster.RECIPES.items()
+    }
+    assert facts == {
+        "default": ("default-scheduler", "", None),
+        "volcano": ("volcano", "volcano", "podgroups.scheduling.volcano.sh"),
+        "scheduler-plugins": (
+            "scheduler-plugins-scheduler",
+            "scheduler-plugins-scheduler",
+            "podgroups.scheduling.x-k8s.io",
+        ),
+        "koordinator": (
+            "koord-scheduler",
+            "koord-scheduler",
+            "reservations.scheduling.koordinator.sh",
+        ),
+    }
+
+
+def test_up_refuses_a_scheduler_without_a_recipe_before_building_anything(
+    monkeypatch: Any,
+) -> None:
+    def no_build(**_: Any) -> Path:
+        raise AssertionError("bin_dir was asked for")
+
+    monkeypatch.setattr(lifecycle, "bin_dir", no_build)
+    with pytest.raises(localcluster.ClusterError, match="choose one of"):
+        localcluster.up("yunikorn", name="c")
