@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ import yaml
 
 from hack.cluster import realnodes
 from hack.cluster.kube import Cluster
-from hack.cluster.state import HERE, Proc, cluster_dir, record
+from hack.cluster.state import HERE, ClusterError, Proc, cluster_dir, log, record
 
 
 def audit_log(name: str) -> Path:
@@ -134,3 +136,54 @@ def kwok_processes(name: str) -> list[Proc]:
             if proc is not None:
                 procs.append(proc)
     return procs
+
+
+def kwok_workdir(name: str) -> Path:
+    """Where kwokctl keeps a cluster's files (KWOK_WORKDIR)."""
+    return cluster_dir(name) / "kwok"
+
+
+def kwok_kubeconfig(name: str) -> Path:
+    """The admin kubeconfig kwokctl writes for a cluster."""
+    return kwok_workdir(name) / "clusters" / name / "kubeconfig.yaml"
+
+
+def start_control_plane(cluster: Cluster, config: str) -> None:
+    """etcd, the API server, the controller manager, kube-scheduler and kwok's controller,
+    started by kwokctl from ``config``; each process it started is recorded, even when it
+    fails."""
+    name = cluster.info.name
+    path = cluster.dir / "kwok.yaml"
+    path.write_text(config)
+    env = {
+        **os.environ,
+        "KWOK_WORKDIR": str(kwok_workdir(name)),
+        # kwokctl looks kubectl up on PATH before it would download one.
+        "PATH": f"{cluster.bins}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    env.pop("KUBECONFIG", None)
+    env["KUBECACHEDIR"] = str(cluster.dir / "kube-cache")
+    log(f"starting control plane for {name} ({cluster.info.scheduler})")
+    res = subprocess.run(
+        [
+            str(cluster.bins / "kwokctl"),
+            f"--config={path}",
+            "create",
+            "cluster",
+            f"--name={name}",
+            "--runtime=binary",
+            "--kubeconfig=",
+            "--wait=90s",
+            "--timeout=150s",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    (cluster.dir / "kwokctl-create.log").write_text(res.stdout + res.stderr)
+    for proc in kwok_processes(name):
+        cluster.add_process(proc)
+    if res.returncode != 0:
+        raise ClusterError(f"kwokctl create cluster failed:\n{res.stderr[-3000:]}")

@@ -10,16 +10,23 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from hack.cluster import realnodes
 from hack.cluster.admission import start_kueue
 from hack.cluster.binaries import bin_dir, kueue_dir, module_dirs, versions
 from hack.cluster.kube import Cluster, wait_for
-from hack.cluster.kwok import audit_policy_digest, kwok_config, kwok_processes, pki_dir
+from hack.cluster.kwok import (
+    audit_policy_digest,
+    kwok_config,
+    kwok_kubeconfig,
+    kwok_processes,
+    pki_dir,
+    start_control_plane,
+)
 from hack.cluster.nodes import (
     DEFAULT_NODE_CPU,
     DEFAULT_NODE_GPU,
@@ -27,11 +34,11 @@ from hack.cluster.nodes import (
     DEFAULT_NODE_PODS,
     DEFAULT_NODES,
     IMAGES_DIR_ENV,
-    NODE_PREFIX,
     create_nodes,
     create_pod_network,
     image_tarballs,
     node_manifest,
+    start_fake_nodes,
     start_real_nodes,
     stop_real_node_pods,
     wait_nodes_ready,
@@ -39,6 +46,7 @@ from hack.cluster.nodes import (
 from hack.cluster.processes import listening_addresses, stop_cluster_processes
 from hack.cluster.schedulers import (
     RECIPES,
+    SchedulerRecipe,
 )
 from hack.cluster.state import (
     ClusterError,
@@ -49,6 +57,83 @@ from hack.cluster.state import (
     default_name,
     log,
 )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a bring-up needs, found or built before anything starts: a missing build or image
+    fails it before a running cluster of the name is replaced."""
+
+    bins: Path
+    mods: dict[str, Path]
+    vers: dict[str, str]
+    tarballs: list[Path]
+    scheduler_home: Path
+    kueue_home: Path | None
+    policy_digest: str
+
+
+def prepare(
+    recipe: SchedulerRecipe,
+    build: bool,
+    real_nodes: int,
+    images: Path | None,
+    with_kueue: bool,
+    audit_policy: Path | None,
+) -> Prepared:
+    bins = bin_dir(build=build, real_nodes=real_nodes > 0)
+    if images is None and os.environ.get(IMAGES_DIR_ENV):
+        images = Path(os.environ[IMAGES_DIR_ENV])
+    tarballs = image_tarballs(images) if real_nodes else []
+    kueue_home = kueue_dir(build) if with_kueue else None
+    scheduler_home = recipe.home(bins, build)
+    return Prepared(
+        bins=bins,
+        mods=module_dirs(bins),
+        vers=versions(bins),
+        tarballs=tarballs,
+        scheduler_home=scheduler_home,
+        kueue_home=kueue_home,
+        policy_digest=audit_policy_digest(audit_policy),
+    )
+
+
+def running_as_asked(
+    name: str,
+    scheduler: str,
+    real_nodes: int,
+    with_kueue: bool,
+    kueue_pods_ready_timeout: int,
+    policy_digest: str,
+) -> ClusterInfo | None:
+    """The cluster of that name if all of it runs with these options; otherwise None, and
+    whatever of it was there is stopped and removed."""
+    existing = ClusterInfo.load(name)
+    if existing is not None:
+        if (
+            existing.scheduler == scheduler
+            and existing.real_nodes == real_nodes
+            and existing.kueue == with_kueue
+            and existing.kueue_pods_ready_timeout == kueue_pods_ready_timeout
+            and existing.audit_policy == policy_digest
+            and all(p.alive() for p in existing.processes)
+        ):
+            log(f"cluster {name} is already running")
+            return existing
+        log(f"replacing stale or different cluster {name}")
+        down(name)
+    shutil.rmtree(cluster_dir(name), ignore_errors=True)
+    return None
+
+
+def wait_pods_accepted(cluster: Cluster) -> None:
+    """Pods are rejected until the service account controller has created the namespace's
+    `default` ServiceAccount."""
+    wait_for(
+        "default ServiceAccount",
+        lambda: cluster.kubectl("get", "serviceaccount", "default", check=False).returncode == 0,
+        timeout=60,
+    )
 
 
 def up(
@@ -65,110 +150,49 @@ def up(
     kueue_pods_ready_timeout: int = 0,
     audit_policy: Path | None = None,
 ) -> ClusterInfo:
+    """Brings a cluster up in stages: what it needs found or built, a running cluster of the
+    same options kept (any other of the name replaced), then the control plane, the
+    scheduler, Kueue, the fake nodes, the real nodes, and pods accepted. A failed stage stops
+    what the earlier ones started."""
     recipe = RECIPES.get(scheduler)
     if recipe is None:
         raise ClusterError(f"unknown scheduler {scheduler!r}; choose one of {tuple(RECIPES)}")
     name = name or default_name(scheduler)
     t0 = time.monotonic()
-    bins = bin_dir(build=build, real_nodes=real_nodes > 0)
-    if images is None and os.environ.get(IMAGES_DIR_ENV):
-        images = Path(os.environ[IMAGES_DIR_ENV])
-    tarballs = image_tarballs(images) if real_nodes else []
-    kueue_home = kueue_dir(build) if with_kueue else None
-    scheduler_home = recipe.home(bins, build)
-    mods = module_dirs(bins)
-    vers = versions(bins)
-    policy_digest = audit_policy_digest(audit_policy)
-
-    existing = ClusterInfo.load(name)
-    if existing is not None:
-        if (
-            existing.scheduler == scheduler
-            and existing.real_nodes == real_nodes
-            and existing.kueue == with_kueue
-            and existing.kueue_pods_ready_timeout == kueue_pods_ready_timeout
-            and existing.audit_policy == policy_digest
-            and all(p.alive() for p in existing.processes)
-        ):
-            log(f"cluster {name} is already running")
-            return existing
-        log(f"replacing stale or different cluster {name}")
-        down(name)
-    shutil.rmtree(cluster_dir(name), ignore_errors=True)
+    prepared = prepare(recipe, build, real_nodes, images, with_kueue, audit_policy)
+    running = running_as_asked(
+        name, scheduler, real_nodes, with_kueue, kueue_pods_ready_timeout, prepared.policy_digest
+    )
+    if running is not None:
+        return running
     cdir = cluster_dir(name)
     cdir.mkdir(parents=True)
-    workdir = cdir / "kwok"
     info = ClusterInfo(
         name=name,
         scheduler=scheduler,
-        kubeconfig=str(workdir / "clusters" / name / "kubeconfig.yaml"),
+        kubeconfig=str(kwok_kubeconfig(name)),
         processes=[],
         started_at=time.time(),
         kueue=with_kueue,
         kueue_pods_ready_timeout=kueue_pods_ready_timeout,
-        audit_policy=policy_digest,
+        audit_policy=prepared.policy_digest,
     )
     info.save()
-    cluster = Cluster(info, bins)
+    cluster = Cluster(info, prepared.bins)
     try:
-        config = cdir / "kwok.yaml"
         network = create_pod_network(cluster, real_nodes) if real_nodes else None
-        config.write_text(kwok_config(bins, mods, vers, pki_dir(cluster), network, audit_policy))
-        env = {
-            **os.environ,
-            "KWOK_WORKDIR": str(workdir),
-            # kwokctl looks kubectl up on PATH before it would download one.
-            "PATH": f"{bins}{os.pathsep}{os.environ.get('PATH', '')}",
-        }
-        env.pop("KUBECONFIG", None)
-        env["KUBECACHEDIR"] = str(cdir / "kube-cache")
-        log(f"starting control plane for {name} ({scheduler})")
-        res = subprocess.run(
-            [
-                str(bins / "kwokctl"),
-                f"--config={config}",
-                "create",
-                "cluster",
-                f"--name={name}",
-                "--runtime=binary",
-                "--kubeconfig=",
-                "--wait=90s",
-                "--timeout=150s",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
+        config = kwok_config(
+            prepared.bins, prepared.mods, prepared.vers, pki_dir(cluster), network, audit_policy
         )
-        (cdir / "kwokctl-create.log").write_text(res.stdout + res.stderr)
-        for proc in kwok_processes(name):
-            cluster.add_process(proc)
-        if res.returncode != 0:
-            raise ClusterError(f"kwokctl create cluster failed:\n{res.stderr[-3000:]}")
-
+        start_control_plane(cluster, config)
         if recipe.start is not None:
-            recipe.start(cluster, scheduler_home)
-        if kueue_home is not None:
-            start_kueue(cluster, kueue_home, kueue_pods_ready_timeout)
-
-        names = [f"{NODE_PREFIX}{i}" for i in range(nodes)]
-        create_nodes(
-            cluster,
-            (node_manifest(n, node_cpu, node_memory, node_gpu, DEFAULT_NODE_PODS) for n in names),
-        )
-        wait_nodes_ready(cluster, names)
+            recipe.start(cluster, prepared.scheduler_home)
+        if prepared.kueue_home is not None:
+            start_kueue(cluster, prepared.kueue_home, kueue_pods_ready_timeout)
+        start_fake_nodes(cluster, nodes, node_cpu, node_memory, node_gpu)
         if network is not None:
-            start_real_nodes(cluster, network, real_nodes, tarballs)
-        # Pods are rejected until the service account controller has created
-        # the namespace's `default` ServiceAccount.
-        wait_for(
-            "default ServiceAccount",
-            lambda: (
-                cluster.kubectl("get", "serviceaccount", "default", check=False).returncode == 0
-            ),
-            timeout=60,
-        )
+            start_real_nodes(cluster, network, real_nodes, prepared.tarballs)
+        wait_pods_accepted(cluster)
     except BaseException:
         log(f"bring-up of {name} failed; stopping what was started (logs in {cdir})")
         with contextlib.suppress(Exception):

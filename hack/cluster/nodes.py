@@ -56,6 +56,13 @@ def node_manifest(name: str, cpu: str, memory: str, gpu: int, pods: str) -> dict
     }
 
 
+def start_fake_nodes(cluster: Cluster, count: int, cpu: str, memory: str, gpu: int) -> None:
+    """``count`` kwok nodes of that size, named kwok-node-<i>, once they are Ready."""
+    names = [f"{NODE_PREFIX}{i}" for i in range(count)]
+    create_nodes(cluster, (node_manifest(n, cpu, memory, gpu, DEFAULT_NODE_PODS) for n in names))
+    wait_nodes_ready(cluster, names)
+
+
 def create_nodes(cluster: Cluster, manifests: Iterable[dict[str, Any]]) -> None:
     items = list(manifests)
     if not items:

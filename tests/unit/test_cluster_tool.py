@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -146,3 +147,22 @@ def test_up_refuses_a_scheduler_without_a_recipe_before_building_anything(
     monkeypatch.setattr(lifecycle, "bin_dir", no_build)
     with pytest.raises(localcluster.ClusterError, match="choose one of"):
         localcluster.up("yunikorn", name="c")
+
+
+def test_a_running_cluster_is_kept_only_when_asked_for_with_the_same_options(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("MPI_OPERATOR_CACHE", str(tmp_path))
+    localcluster.cluster_dir("c").mkdir(parents=True)
+    # This test's own process stands for a live cluster process: it is surely alive.
+    me = localcluster.Proc("pytest", os.getpid(), localcluster.proc_start_time(os.getpid()) or 0)
+    localcluster.ClusterInfo("c", "volcano", "/k", [me], 0.0, audit_policy="d").save()
+    downed: list[str] = []
+    monkeypatch.setattr(lifecycle, "down", downed.append)
+
+    kept = lifecycle.running_as_asked("c", "volcano", 0, False, 0, "d")
+    assert kept is not None and kept.processes == [me]
+    assert downed == []
+    assert lifecycle.running_as_asked("c", "volcano", 0, False, 0, "another policy") is None
+    assert downed == ["c"]
+    assert not localcluster.cluster_dir("c").exists()
