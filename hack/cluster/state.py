@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 # The directory of the package: its build scripts, kwok stages and relay.
 HERE = Path(__file__).resolve().parent
@@ -96,11 +97,19 @@ class ClusterInfo:
             raw = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        raw["processes"] = [Proc(**p) for p in raw.get("processes", [])]
-        return cls(**raw)
+        # Every checkout shares the cache, so a state file may hold fields a newer tool added;
+        # this one reads past them rather than fail on every cluster it lists.
+        procs = [Proc(**_known(Proc, p)) for p in raw.get("processes", [])]
+        return cls(**{**_known(cls, raw), "processes": procs})
 
     def save(self) -> None:
         path = cluster_dir(self.name) / "cluster.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=2))
         tmp.replace(path)
+
+
+def _known(kind: type[Proc] | type[ClusterInfo], raw: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``raw`` that are fields of ``kind``."""
+    names = {f.name for f in fields(kind)}
+    return {key: value for key, value in raw.items() if key in names}

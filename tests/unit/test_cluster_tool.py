@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -166,3 +167,25 @@ def test_a_running_cluster_is_kept_only_when_asked_for_with_the_same_options(
     assert lifecycle.running_as_asked("c", "volcano", 0, False, 0, "another policy") is None
     assert downed == ["c"]
     assert not localcluster.cluster_dir("c").exists()
+
+
+def test_status_lists_a_cluster_whose_state_holds_fields_this_tool_does_not_know(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # The cache is shared by checkouts of different ages: one that predated audit_policy
+    # failed `status` on every cluster a newer one had started.
+    monkeypatch.setenv("MPI_OPERATOR_CACHE", str(tmp_path))
+    me = localcluster.Proc("pytest", os.getpid(), localcluster.proc_start_time(os.getpid()) or 0)
+    state = {
+        **dataclasses.asdict(localcluster.ClusterInfo("c", "volcano", "/k", [me], 0.0)),
+        "audit_policy": "d",
+        "a_field_of_a_newer_tool": {"x": 1},
+    }
+    state["processes"][0]["and_one_per_process"] = True
+    localcluster.cluster_dir("c").mkdir(parents=True)
+    (localcluster.cluster_dir("c") / "cluster.json").write_text(json.dumps(state))
+
+    info = localcluster.ClusterInfo.load("c")
+    assert info is not None and info.audit_policy == "d" and info.processes == [me]
+    assert localcluster.status("c") == 0
+    assert capsys.readouterr().out.startswith("c: running scheduler=volcano kubeconfig=/k\n")
