@@ -43,14 +43,12 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 from memory_trace import vm_mib
 
+import hack.cluster as localcluster
 from mpi_operator.api.constants import MPIJOB_RESOURCE
 from mpi_operator.operator.options import Options
 from mpi_operator.testing.launch import LOOPBACK, operator_command
 
 REPO = Path(__file__).resolve().parents[1]
-# The local cluster tool is a script, not a package; its functions do the cluster work here.
-sys.path.insert(0, str(REPO / "hack" / "cluster"))
-import localcluster  # noqa: E402
 
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
 THRESHOLDS = REPO / "bench" / "thresholds.yaml"

@@ -29,19 +29,15 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch import Watch
 
+import hack.cluster as localcluster
 from mpi_operator.api.constants import MPIJOB_RESOURCE
 from mpi_operator.operator.options import Options
 from mpi_operator.testing.launch import LOOPBACK, operator_command
 
 REPO = Path(__file__).resolve().parents[1]
-# The local cluster tool is a script, not a package; its functions do the cluster work here.
-sys.path.insert(0, str(REPO / "hack" / "cluster"))
-import localcluster  # noqa: E402
 
 CRD = REPO / "crds" / "kubeflow.org_mpijobs.yaml"
 EXAMPLE = REPO / "examples" / "pi" / "pi.yaml"
-# --gang-scheduling for each scheduler: its name, none by default.
-GANG_FLAGS = {**localcluster.SCHEDULER_NAMES, "default": ""}
 GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
 NAMESPACE = "default"
 # The example's three pods ask for one CPU each and a real node offers this machine's CPUs
@@ -78,7 +74,7 @@ def cluster_up(scheduler: str, name: str) -> localcluster.Cluster:
 def start_operator(kubeconfig: str, scheduler: str, log_path: Path) -> subprocess.Popen[bytes]:
     options = Options(
         kubeconfig=kubeconfig,
-        gang_scheduling=GANG_FLAGS[scheduler],
+        gang_scheduling=localcluster.RECIPES[scheduler].gang_scheduling,
         leader_elect=False,
         health_port=0,
         bind_address=LOOPBACK,
@@ -177,7 +173,7 @@ def _conditions(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--scheduler", choices=sorted(GANG_FLAGS), default="default")
+    parser.add_argument("--scheduler", choices=sorted(localcluster.RECIPES), default="default")
     parser.add_argument("--name", help="the local cluster's name (default demo-<scheduler>)")
     parser.add_argument("--keep", action="store_true", help="leave cluster and operator running")
     args = parser.parse_args(argv)
@@ -190,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_dir = Path(os.environ.get("TMPDIR", "/tmp"))
         operator = start_operator(kubeconfig, args.scheduler, log_dir / f"{name}-operator.log")
         succeeded = submit_and_watch(api, operator)
-    except (localcluster.ClusterError, localcluster.realnodes.RealNodeError) as error:
+    except (localcluster.ClusterError, localcluster.RealNodeError) as error:
         say(f"the local cluster did not come up: {error}")
     finally:
         info = localcluster.ClusterInfo.load(name)

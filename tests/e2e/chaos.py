@@ -29,12 +29,13 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+import hack.cluster as localcluster
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.runtime.objects import controller_ref
 
-from .clusters import SIM, E2ECluster, load_cluster_tool, wait_until
+from .clusters import SIM, E2ECluster, wait_until
 from .operator import (
     GROUP,
     PLURAL,
@@ -349,7 +350,7 @@ def api_server_restarted(burst: Burst, *, after: float = 3.0, down: float = 3.0)
         with burst.submitted() as started:
             time.sleep(after)
             stopped = time.monotonic()
-            load_cluster_tool().restart_component(
+            localcluster.restart_component(
                 cluster.name, "kube-apiserver", sig=signal.SIGKILL, down_seconds=down
             )
             wait_until(lambda: api_serving(cluster), 120, message="the API server back")
@@ -375,15 +376,14 @@ def etcd_compacted(burst: Burst, *, interval: float = 2.0, compactions: int = 5)
     new caches do not hold: 410 Gone, list again."""
     result = burst.result("etcd compaction during watches")
     cluster = burst.cluster
-    tool = load_cluster_tool()
     operator = burst.operator("operator")
     revisions: list[int] = []
     try:
         with burst.submitted() as started:
             for _ in range(compactions):
                 time.sleep(interval)
-                revisions.append(tool.compact_etcd(cluster.name))
-            tool.restart_component(cluster.name, "etcd")
+                revisions.append(localcluster.compact_etcd(cluster.name))
+            localcluster.restart_component(cluster.name, "etcd")
             wait_until(lambda: api_serving(cluster), 120, message="the API server back")
         result = burst.finish(result, operator, started)
         result.figures.update(

@@ -25,7 +25,6 @@ Every local cluster's API server logs the requests of ``AUDITED_NAMESPACE``'s Se
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -36,7 +35,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -45,6 +43,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+import hack.cluster as localcluster
 from mpi_operator.sdk import MPIJobClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,12 +54,6 @@ KUEUE_CRD = "clusterqueues.kueue.x-k8s.io"
 # Kueue's waitForPodsReady timeout on the local clusters: long enough for simulated pods to
 # start on a loaded machine, short enough for a test to see a gang that cannot start evicted.
 KUEUE_PODS_READY_TIMEOUT = 20
-# A CRD whose presence shows that a flavour's scheduler is installed.
-FLAVOUR_CRDS = {
-    "volcano": "podgroups.scheduling.volcano.sh",
-    "scheduler-plugins": "podgroups.scheduling.x-k8s.io",
-    "koordinator": "reservations.scheduling.koordinator.sh",
-}
 SIM = "sim.mpi-operator.dev/"
 # Parameters that run a test on one gang flavour, marked so `-m volcano` selects it.
 VOLCANO = pytest.param("volcano", id="volcano", marks=pytest.mark.volcano)
@@ -91,26 +84,8 @@ AUDIT_POLICY: dict[str, Any] = {
 T = TypeVar("T")
 
 
-def load_cluster_tool() -> ModuleType:
-    """hack/cluster/localcluster.py as a module (it is not a package)."""
-    name = "mpi_operator_localcluster"
-    if name in sys.modules:
-        return sys.modules[name]
-    # Its sibling modules (realnodes.py) are imported by plain name.
-    if str(CLUSTER_TOOL.parent) not in sys.path:
-        sys.path.insert(0, str(CLUSTER_TOOL.parent))
-    spec = importlib.util.spec_from_file_location(name, CLUSTER_TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-# The cluster tool's schedulers, which every provider's clusters are named after, and the name
-# pods use to opt into each.
-FLAVOURS: tuple[str, ...] = tuple(load_cluster_tool().SCHEDULERS)
-SCHEDULER_NAMES: dict[str, str] = load_cluster_tool().SCHEDULER_NAMES
+# The cluster tool's schedulers, which every provider's clusters are named after.
+FLAVOURS: tuple[str, ...] = tuple(localcluster.RECIPES)
 
 
 def run_cluster_tool(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -225,7 +200,7 @@ class E2ECluster:
     @property
     def scheduler_name(self) -> str:
         """schedulerName that routes pods to this flavour's scheduler."""
-        return SCHEDULER_NAMES[self.flavour]
+        return localcluster.RECIPES[self.flavour].scheduler_name
 
     @property
     def core(self) -> k8s.CoreV1Api:
@@ -462,7 +437,7 @@ class ClusterProvider:
         if not Path(kubeconfig.split(os.pathsep)[0]).is_file():
             pytest.skip(f"USE_EXISTING_CLUSTER=1 but kubeconfig {kubeconfig} does not exist")
         cluster = E2ECluster("existing", flavour, kubeconfig, "existing", _api_client(kubeconfig))
-        crd = FLAVOUR_CRDS.get(flavour)
+        crd = localcluster.RECIPES[flavour].crd
         if crd and not cluster.has_crd(crd):
             pytest.skip(f"existing cluster has no {crd}: {flavour} is not installed")
         return cluster
@@ -475,7 +450,6 @@ class ClusterProvider:
         return cluster
 
     def _local(self, flavour: str, real_nodes: int = 0, kueue: bool = False) -> E2ECluster:
-        tool = load_cluster_tool()
         # Named apart from the `make cluster-up` clusters so a developer's
         # running cluster is never replaced by the test session.
         name = f"{os.environ.get('E2E_CLUSTER_PREFIX', 'e2e')}-{flavour}"
@@ -496,13 +470,13 @@ class ClusterProvider:
             res = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=UP_TIMEOUT, check=False
             )
-        self.started.append(lambda: tool.down(name))
+        self.started.append(lambda: localcluster.down(name))
         if res.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` failed:\n{res.stderr[-4000:]}")
         last = res.stdout.strip().splitlines()[-1]
         assert last.startswith("export KUBECONFIG="), res.stdout
         kubeconfig = last.removeprefix("export KUBECONFIG=")
-        info = tool.ClusterInfo.load(name)
+        info = localcluster.ClusterInfo.load(name)
         state = {"processes": [dict(vars(p)) for p in info.processes]}
         return E2ECluster(
             name,
@@ -511,7 +485,7 @@ class ClusterProvider:
             "local",
             _api_client(kubeconfig),
             state,
-            audit_log=tool.audit_log(name),
+            audit_log=localcluster.audit_log(name),
         )
 
     def _kind(self, flavour: str) -> E2ECluster:

@@ -23,6 +23,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+import hack.cluster as localcluster
 from mpi_operator.api.constants import MPIJOB_RESOURCE
 from mpi_operator.operator.options import Options
 from mpi_operator.sdk import WaitTimeoutError, has_condition
@@ -31,19 +32,15 @@ from mpi_operator.testing.wrappers import MPIJobWrapper
 
 from .clusters import (
     REPO,
-    SCHEDULER_NAMES,
     SIM,
     ClusterProvider,
     E2ECluster,
-    load_cluster_tool,
     wait_until,
 )
 from .rbac import install_mpijob_crd, service_account_kubeconfig
 
 OPERATOR_NAMESPACE = "mpi-operator"
 GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
-# The operator's --gang-scheduling for each flavour: its gang scheduler's name, none by default.
-GANG_FLAGS = {**SCHEDULER_NAMES, "default": ""}
 
 
 def ensure_namespace(cluster: E2ECluster, name: str) -> None:
@@ -70,15 +67,16 @@ class OperatorProcess:
         self.cluster = cluster
         self.workdir = workdir
         self.gang_scheduling = (
-            GANG_FLAGS[cluster.flavour] if gang_scheduling is None else gang_scheduling
+            localcluster.RECIPES[cluster.flavour].gang_scheduling
+            if gang_scheduling is None
+            else gang_scheduling
         )
         self.extra_args = list(extra_args)
         self.name = name
         self.kubeconfig = kubeconfig
         self.lock_namespace = lock_namespace
-        tool = load_cluster_tool()
-        self.health_port = tool.free_port()
-        self.metrics_port = tool.free_port()
+        self.health_port = localcluster.free_port()
+        self.metrics_port = localcluster.free_port()
         self.log_path = workdir / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
 

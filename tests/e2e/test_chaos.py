@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
+import hack.cluster as localcluster
+
 from .chaos import (
     Burst,
     api_server_restarted,
@@ -23,7 +25,7 @@ from .chaos import (
     leader_killed,
     operator_killed_repeatedly,
 )
-from .clusters import E2ECluster, load_cluster_tool
+from .clusters import E2ECluster
 
 pytestmark = pytest.mark.e2e
 
@@ -59,8 +61,7 @@ def test_the_operator_rides_out_an_api_server_restart_and_relists_on_410(
     result = api_server_restarted(Burst(cluster, namespace, tmp_path, JOBS), after=2.0, down=3.0)
     assert result.problems == []
     assert result.figures["relists_on_410"] > 0
-    tool = load_cluster_tool()
-    info = tool.ClusterInfo.load(cluster.name)
+    info = localcluster.ClusterInfo.load(cluster.name)
     assert [p.name for p in info.processes if not p.alive()] == []
 
 

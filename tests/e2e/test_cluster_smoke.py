@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+import hack.cluster as localcluster
+
 from .clusters import (
     COSCHEDULING,
     KOORDINATOR,
     VOLCANO,
     ClusterProvider,
     E2ECluster,
-    load_cluster_tool,
     run_cluster_tool,
     sim_pod_spec,
     wait_until,
@@ -353,11 +354,10 @@ def test_coscheduling_gang_is_all_or_nothing(
 def test_down_leaves_no_process_behind(cluster_provider: ClusterProvider) -> None:
     if cluster_provider.provider != "local":
         pytest.skip(f"the {cluster_provider.provider} provider does not start local processes")
-    tool = load_cluster_tool()
     name = f"e2e-down-{uuid.uuid4().hex[:6]}"
     # Volcano: the flavour with the most processes of our own beside kwokctl's.
     up = run_cluster_tool("up", "--scheduler=volcano", f"--name={name}", timeout=600)
-    info = tool.ClusterInfo.load(name)
+    info = localcluster.ClusterInfo.load(name)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         assert up.stdout.strip().splitlines()[-1] == f"export KUBECONFIG={info.kubeconfig}"
@@ -369,9 +369,9 @@ def test_down_leaves_no_process_behind(cluster_provider: ClusterProvider) -> Non
     finally:
         down = run_cluster_tool("down", "--name", name, timeout=120)
     assert down.returncode == 0, down.stderr
-    still = [p for p in procs if tool.proc_start_time(p.pid) == p.start_time]
+    still = [p for p in procs if localcluster.proc_start_time(p.pid) == p.start_time]
     assert still == [], f"processes left behind: {still}"
-    assert not tool.cluster_dir(name).exists()
+    assert not localcluster.cluster_dir(name).exists()
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
@@ -381,10 +381,9 @@ def test_every_component_listens_on_loopback_only(
     c = local_cluster(flavour)
     if c.provider != "local":
         pytest.skip("only the local provider records its processes")
-    tool = load_cluster_tool()
-    procs = tool.ClusterInfo.load(c.name).processes
+    procs = localcluster.ClusterInfo.load(c.name).processes
     assert procs and all(p.alive() for p in procs)
-    listening = {p.name: tool.listening_addresses(p.pid) for p in procs}
+    listening = {p.name: localcluster.listening_addresses(p.pid) for p in procs}
     assert listening["kube-apiserver"], "the API server must be listening"
     exposed = {
         name: addrs

@@ -10,7 +10,10 @@ import sys
 
 import pytest
 
-from .clusters import REPO, ClusterProvider, load_cluster_tool
+import hack.cluster as localcluster
+from hack.cluster import realnodes
+
+from .clusters import REPO, ClusterProvider
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnodes]
 
@@ -23,8 +26,6 @@ def test_demo_computes_pi_in_real_pods_and_stops_everything(
 ) -> None:
     if cluster_provider.provider != "local":
         pytest.skip("the demo brings up a local cluster of its own")
-    tool = load_cluster_tool()
-    realnodes = sys.modules["realnodes"]
     name = f"{os.environ.get('E2E_CLUSTER_PREFIX', 'e2e')}-demo"
     try:
         demo = subprocess.run(
@@ -37,13 +38,13 @@ def test_demo_computes_pi_in_real_pods_and_stops_everything(
         )
     finally:
         # Whatever happened to the demo, its cluster goes (a no-op once the demo stopped it).
-        stopped_by_test = tool.down(name)
+        stopped_by_test = localcluster.down(name)
     out = demo.stdout
     assert demo.returncode == 0, out + demo.stderr[-3000:]
     assert "demo: mpijob/pi: Created -> Running -> Succeeded" in out, out
     assert PI_LINE.search(out), out
     assert "demo: stopped the operator and the cluster" in out, out
     assert stopped_by_test == []
-    assert not tool.cluster_dir(name).exists()
-    left = realnodes.host_traces(name, tool.cluster_dir(name))
+    assert not localcluster.cluster_dir(name).exists()
+    left = realnodes.host_traces(name, localcluster.cluster_dir(name))
     assert left.empty(), left

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import pytest
 
+import hack.cluster as localcluster
 from mpi_operator.api.constants import LABEL_JOB_ROLE
 from mpi_operator.sdk import GangState
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
-from .clusters import SIM, E2ECluster, load_cluster_tool, sim_pod_spec, wait_until
+from .clusters import SIM, E2ECluster, sim_pod_spec, wait_until
 from .operator import (
     CONDITION_GANG_SCHEDULED,
     OperatorProcess,
@@ -102,7 +103,7 @@ def scheduled_message(c: E2ECluster, ns: str, name: str) -> str | None:
 def gang_read_by_scheduler(c: E2ECluster, namespace: str, gang: str) -> str:
     """What koord-scheduler logged of a gang's parameters when it first saw one of its pods
     (``TryInitByPodConfig done, gangName: ..., waitTime: ...``), or ""."""
-    log = load_cluster_tool().cluster_dir(c.name) / "logs" / "koord-scheduler.log"
+    log = localcluster.cluster_dir(c.name) / "logs" / "koord-scheduler.log"
     marker = f"TryInitByPodConfig done, gangName: {namespace}/{gang},"
     lines = log.read_text(errors="replace").splitlines()
     return next((line[line.index(marker) :] for line in lines if marker in line), "")

@@ -28,10 +28,11 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+import hack.cluster as localcluster
 from mpi_operator import sdk
 from tests.tools import run_helm
 
-from .clusters import REPO, ClusterProvider, E2ECluster, load_cluster_tool, wait_until
+from .clusters import REPO, ClusterProvider, E2ECluster, wait_until
 from .operator import run_pi_example
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnodes]
@@ -78,7 +79,7 @@ def image_digests() -> set[str]:
 
 
 def kubectl(cluster: E2ECluster, *args: str, stdin: str | None = None) -> str:
-    binary = load_cluster_tool().bin_dir(build=False) / "kubectl"
+    binary = localcluster.bin_dir(build=False) / "kubectl"
     done = subprocess.run(
         [str(binary), f"--kubeconfig={cluster.kubeconfig}", *args],
         input=stdin,

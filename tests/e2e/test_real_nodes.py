@@ -5,7 +5,6 @@ headless Service's pods, and `down` leaves nothing on the host."""
 from __future__ import annotations
 
 import ipaddress
-import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -13,11 +12,13 @@ from typing import Any
 
 import pytest
 
+import hack.cluster as localcluster
+from hack.cluster import realnodes
+
 from .clusters import (
     ClusterProvider,
     E2ECluster,
     _api_client,
-    load_cluster_tool,
     run_cluster_tool,
     wait_until,
 )
@@ -65,7 +66,7 @@ def wait_finished(c: E2ECluster, ns: str, name: str, timeout: float = 120) -> st
 
 
 def cluster_network(c: E2ECluster) -> ipaddress.IPv4Network:
-    info = load_cluster_tool().ClusterInfo.load(c.name)
+    info = localcluster.ClusterInfo.load(c.name)
     return ipaddress.IPv4Network(info.network["subnet"])
 
 
@@ -139,10 +140,9 @@ def test_real_node_servers_listen_on_loopback_or_the_private_bridge_only(
 ) -> None:
     if real_cluster.provider != "local":
         pytest.skip("only the local provider records its processes")
-    tool = load_cluster_tool()
-    info = tool.ClusterInfo.load(real_cluster.name)
+    info = localcluster.ClusterInfo.load(real_cluster.name)
     gateway = str(next(cluster_network(real_cluster).hosts()))
-    listening = {p.name: tool.listening_addresses(p.pid) for p in info.processes}
+    listening = {p.name: localcluster.listening_addresses(p.pid) for p in info.processes}
     # CoreDNS serves pods, and the API server reaches kubelets, at the bridge address.
     assert gateway in {ip for ip, _ in listening["coredns"]}
     assert gateway in {ip for ip, _ in listening["kubelet-real-node-0"]}
@@ -159,12 +159,10 @@ def test_down_leaves_no_process_mount_bridge_or_namespace(
 ) -> None:
     if cluster_provider.provider != "local":
         pytest.skip(f"the {cluster_provider.provider} provider does not start local processes")
-    tool = load_cluster_tool()
-    realnodes = sys.modules["realnodes"]
     name = f"e2e-real-down-{uuid.uuid4().hex[:6]}"
     up = run_cluster_tool("up", f"--name={name}", "--real-nodes=1", timeout=900)
-    info = tool.ClusterInfo.load(name)
-    cdir = tool.cluster_dir(name)
+    info = localcluster.ClusterInfo.load(name)
+    cdir = localcluster.cluster_dir(name)
     procs: list[Any] = []
     try:
         assert up.returncode == 0, up.stderr[-3000:]
@@ -178,7 +176,7 @@ def test_down_leaves_no_process_mount_bridge_or_namespace(
         assert traces.bridge and traces.mounts, traces
         netns = [m for m in traces.mounts if m.parent.name == "netns"]
         assert netns, traces.mounts
-        procs = tool.ClusterInfo.load(name).processes
+        procs = localcluster.ClusterInfo.load(name).processes
         assert {"coredns", "containerd-real-node-0", "kubelet-real-node-0"} <= {
             p.name for p in procs
         }

@@ -2,39 +2,29 @@
 
 from __future__ import annotations
 
-import importlib.util
+import dataclasses
 import json
+import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+import pytest
 import yaml
 
-TOOL = Path(__file__).resolve().parents[2] / "hack" / "cluster" / "localcluster.py"
+import hack.cluster as localcluster
+from hack.cluster import cli, lifecycle
+
 CRD = "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh"
 # What `kubectl wait --for=condition=Established` printed on a CRD without conditions yet.
 ACCESSOR_ERROR = ".status.conditions accessor error: <nil> is of the type <nil>, expected []"
 
 
-def cluster_tool() -> ModuleType:
-    name = "localcluster_under_test"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, TOOL)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 class NewCRDCluster:
     """kubectl against an API server that fills a new CRD's conditions in a moment later."""
 
-    def __init__(self, tool: ModuleType) -> None:
-        self.tool = tool
+    def __init__(self) -> None:
         self.answers: list[dict[str, Any]] = [
             {"kind": "CustomResourceDefinition", "metadata": {"name": "queues"}},
             {
@@ -54,7 +44,7 @@ class NewCRDCluster:
         if args[0] == "apply":
             return subprocess.CompletedProcess(args, 0, CRD + "\n", "")
         if args[0] == "wait":
-            raise self.tool.ClusterError(f"kubectl {' '.join(args)} failed: {ACCESSOR_ERROR}")
+            raise localcluster.ClusterError(f"kubectl {' '.join(args)} failed: {ACCESSOR_ERROR}")
         assert args[:2] == ("get", CRD)
         answer = self.answers[min(self.gets, len(self.answers) - 1)]
         self.gets += 1
@@ -62,25 +52,22 @@ class NewCRDCluster:
 
 
 def test_a_new_crd_without_conditions_yet_is_waited_for_not_an_error() -> None:
-    tool = cluster_tool()
-    cluster = NewCRDCluster(tool)
-    tool.apply_crds(cluster, [Path("crds")])
+    cluster = NewCRDCluster()
+    localcluster.apply_crds(cluster, [Path("crds")])
     assert cluster.gets == 3
 
 
 def test_not_established_reads_lists_and_single_objects() -> None:
-    tool = cluster_tool()
     ready = {
         "metadata": {"name": "a"},
         "status": {"conditions": [{"type": "Established", "status": "True"}]},
     }
     fresh = {"metadata": {"name": "b"}, "status": {}}
-    assert tool.not_established({"kind": "List", "items": [ready, fresh]}) == ["b"]
-    assert tool.not_established(ready) == []
+    assert localcluster.not_established({"kind": "List", "items": [ready, fresh]}) == ["b"]
+    assert localcluster.not_established(ready) == []
 
 
 def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path) -> None:
-    tool = cluster_tool()
     stages = tmp_path / "kwok" / "kustomize" / "stage"
     for rel in (
         "node/fast/node-initialize.yaml",
@@ -92,7 +79,7 @@ def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path
     policy = tmp_path / "audit-policy.yaml"
 
     def options(audit_policy: Path | None) -> dict[str, Any]:
-        text = tool.kwok_config(
+        text = localcluster.kwok_config(
             tmp_path / "bin",
             {"sigs.k8s.io/kwok": tmp_path / "kwok"},
             {"K8S_VERSION": "v1.34.1"},
@@ -110,21 +97,95 @@ def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path
 def test_up_hands_the_audit_policy_on_and_a_changed_policy_is_a_different_cluster(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    tool = cluster_tool()
     policy = tmp_path / "audit-policy.yaml"
     policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: []\n")
     asked: dict[str, Any] = {}
 
     def up(**options: Any) -> Any:
         asked.update(options)
-        return tool.ClusterInfo("c", "default", "/kubeconfig", [], 0.0)
+        return localcluster.ClusterInfo("c", "default", "/kubeconfig", [], 0.0)
 
-    monkeypatch.setattr(tool, "up", up)
-    assert tool.main(["up", "--name", "c", "--audit-policy", str(policy)]) == 0
+    monkeypatch.setattr(cli, "up", up)
+    assert cli.main(["up", "--name", "c", "--audit-policy", str(policy)]) == 0
     assert asked["audit_policy"] == policy
     # A running cluster is kept only for the same policy text, wherever the file lies.
-    digest = tool.audit_policy_digest(policy)
-    assert digest == tool.audit_policy_digest(Path(shutil.copy(policy, tmp_path / "copy.yaml")))
+    digest = localcluster.audit_policy_digest(policy)
+    assert digest == localcluster.audit_policy_digest(
+        Path(shutil.copy(policy, tmp_path / "copy.yaml"))
+    )
     policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: None}]\n")
-    assert tool.audit_policy_digest(policy) not in (digest, "")
-    assert tool.audit_policy_digest(None) == ""
+    assert localcluster.audit_policy_digest(policy) not in (digest, "")
+    assert localcluster.audit_policy_digest(None) == ""
+
+
+def test_each_scheduler_recipe_names_what_its_pods_ask_for_and_what_the_operator_is_told() -> None:
+    facts = {
+        name: (recipe.scheduler_name, recipe.gang_scheduling, recipe.crd)
+        for name, recipe in localcluster.RECIPES.items()
+    }
+    assert facts == {
+        "default": ("default-scheduler", "", None),
+        "volcano": ("volcano", "volcano", "podgroups.scheduling.volcano.sh"),
+        "scheduler-plugins": (
+            "scheduler-plugins-scheduler",
+            "scheduler-plugins-scheduler",
+            "podgroups.scheduling.x-k8s.io",
+        ),
+        "koordinator": (
+            "koord-scheduler",
+            "koord-scheduler",
+            "reservations.scheduling.koordinator.sh",
+        ),
+    }
+
+
+def test_up_refuses_a_scheduler_without_a_recipe_before_building_anything(
+    monkeypatch: Any,
+) -> None:
+    def no_build(**_: Any) -> Path:
+        raise AssertionError("bin_dir was asked for")
+
+    monkeypatch.setattr(lifecycle, "bin_dir", no_build)
+    with pytest.raises(localcluster.ClusterError, match="choose one of"):
+        localcluster.up("yunikorn", name="c")
+
+
+def test_a_running_cluster_is_kept_only_when_asked_for_with_the_same_options(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("MPI_OPERATOR_CACHE", str(tmp_path))
+    localcluster.cluster_dir("c").mkdir(parents=True)
+    # This test's own process stands for a live cluster process: it is surely alive.
+    me = localcluster.Proc("pytest", os.getpid(), localcluster.proc_start_time(os.getpid()) or 0)
+    localcluster.ClusterInfo("c", "volcano", "/k", [me], 0.0, audit_policy="d").save()
+    downed: list[str] = []
+    monkeypatch.setattr(lifecycle, "down", downed.append)
+
+    kept = lifecycle.running_as_asked("c", "volcano", 0, False, 0, "d")
+    assert kept is not None and kept.processes == [me]
+    assert downed == []
+    assert lifecycle.running_as_asked("c", "volcano", 0, False, 0, "another policy") is None
+    assert downed == ["c"]
+    assert not localcluster.cluster_dir("c").exists()
+
+
+def test_status_lists_a_cluster_whose_state_holds_fields_this_tool_does_not_know(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # The cache is shared by checkouts of different ages: one that predated audit_policy
+    # failed `status` on every cluster a newer one had started.
+    monkeypatch.setenv("MPI_OPERATOR_CACHE", str(tmp_path))
+    me = localcluster.Proc("pytest", os.getpid(), localcluster.proc_start_time(os.getpid()) or 0)
+    state = {
+        **dataclasses.asdict(localcluster.ClusterInfo("c", "volcano", "/k", [me], 0.0)),
+        "audit_policy": "d",
+        "a_field_of_a_newer_tool": {"x": 1},
+    }
+    state["processes"][0]["and_one_per_process"] = True
+    localcluster.cluster_dir("c").mkdir(parents=True)
+    (localcluster.cluster_dir("c") / "cluster.json").write_text(json.dumps(state))
+
+    info = localcluster.ClusterInfo.load("c")
+    assert info is not None and info.audit_policy == "d" and info.processes == [me]
+    assert localcluster.status("c") == 0
+    assert capsys.readouterr().out.startswith("c: running scheduler=volcano kubeconfig=/k\n")

@@ -3,13 +3,11 @@ Koordinator's gang plugin turned on."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack" / "cluster"))
-import koordinator
+from hack.cluster import koordinator
 
 CONFIG = koordinator.configuration("/tmp/kubeconfig.yaml")
 PROFILE = CONFIG["profiles"][0]

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-import sys
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack" / "cluster"))
-import kueue
+from hack.cluster import kueue
 
 
 def hook(name: str, path: str) -> dict[str, Any]:

@@ -3,14 +3,12 @@ machine needs, and a pod network from which nothing leaves the machine."""
 
 from __future__ import annotations
 
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack" / "cluster"))
-import realnodes
+from hack.cluster import realnodes
 
 NETWORK = realnodes.Network("mpi0123456789", "10.250.7.0/24")
 CLUSTER = Path("/cache/clusters/c")
