@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob
 
 # What the API server defaults a Job's backoffLimit to; the launcher Job gets it when the
 # MPIJob sets none.
@@ -53,9 +53,8 @@ class WorkerFailures:
         )
 
 
-def backoff_limit(job: MPIJob) -> int:
-    run_policy = job.spec.run_policy if job.spec else None
-    limit = run_policy.backoff_limit if run_policy else None
+def backoff_limit(job: DefaultedMPIJob) -> int:
+    limit = job.spec.run_policy.backoff_limit
     return DEFAULT_BACKOFF_LIMIT if limit is None else limit
 
 

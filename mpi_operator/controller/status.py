@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.controller.conditions import (
     find_condition,
     is_finished,
@@ -72,14 +72,14 @@ class Observed:
     failures: WorkerFailures = field(default_factory=WorkerFailures)
 
 
-def current_status(job: MPIJob) -> dict[str, Any]:
+def current_status(job: DefaultedMPIJob) -> dict[str, Any]:
     """A private, mutable copy of the job's stored status."""
     if job.status is None:
         return {}
     return copy.deepcopy(job.status.model_dump(by_alias=True, exclude_none=True, mode="json"))
 
 
-def mark_created(job: MPIJob, status: dict[str, Any], now: str) -> Event | None:
+def mark_created(job: DefaultedMPIJob, status: dict[str, Any], now: str) -> Event | None:
     """The Created condition of a job seen for the first time (upstream: no conditions yet)."""
     conditions = status.setdefault("conditions", [])
     if conditions:
@@ -89,7 +89,9 @@ def mark_created(job: MPIJob, status: dict[str, Any], now: str) -> Event | None:
     return Event(NORMAL, REASON_CREATED, message)
 
 
-def compute_status(job: MPIJob, status: dict[str, Any], seen: Observed, now: str) -> StatusOutcome:
+def compute_status(
+    job: DefaultedMPIJob, status: dict[str, Any], seen: Observed, now: str
+) -> StatusOutcome:
     """Status after observing the launcher Job, its pods and the worker pods."""
     out = StatusOutcome(status=copy.deepcopy(status))
     status = out.status
