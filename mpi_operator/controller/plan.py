@@ -29,7 +29,7 @@ from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError
-from mpi_operator.api.meta import is_controlled_by
+from mpi_operator.api.meta import is_controlled_by, metadata_of
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.api.validation import parse_mpijob, with_defaults_and_errors
 from mpi_operator.controller.conditions import is_finished, is_true, set_condition
@@ -584,7 +584,7 @@ class _Sync:
     def _owned(self, obj: dict[str, Any], resource: str) -> bool:
         if is_controlled_by(obj, self.job):
             return True
-        name = (obj.get("metadata") or {}).get("name", "")
+        name = metadata_of(obj).get("name", "")
         message = resource_exists_message(name, self._kind(resource))
         self.plan.events.append(Event(WARNING, REASON_RESOURCE_EXISTS, message))
         self.plan.stop(message)

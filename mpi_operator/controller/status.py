@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.meta import metadata_of
 from mpi_operator.controller.conditions import (
     find_condition,
     is_finished,
@@ -228,7 +229,7 @@ def _record_worker_failures(
     # Failures recorded before this sync's, which count in index order, the fatal one last.
     earlier = failures.recorded - len(failures.replaced) - (failures.fatal is not None)
     for index, pod in enumerate(failures.replaced):
-        name = (pod.get("metadata") or {}).get("name", "")
+        name = metadata_of(pod).get("name", "")
         used = earlier + index + 1 + failures.launcher_failures
         message = pod_failure(pod).message(
             f"Worker pod {namespace}/{name} failed and is created again "
@@ -238,11 +239,11 @@ def _record_worker_failures(
         conditions = out.status["conditions"]
         set_condition(conditions, c.CONDITION_RESTARTING, "True", REASON_RESTARTING, message, now)
     for pod in failures.ended:
-        name = (pod.get("metadata") or {}).get("name", "")
+        name = metadata_of(pod).get("name", "")
         message = f"Worker pod {namespace}/{name} ended before the launcher started; created again"
         out.events.append(Event(WARNING, REASON_RESTARTING, message))
     if failures.fatal is not None:
-        name = (failures.fatal.get("metadata") or {}).get("name", "")
+        name = metadata_of(failures.fatal).get("name", "")
         failure = pod_failure(failures.fatal)
         if failure.reason == "Evicted":
             reason = REASON_EVICTED
@@ -277,7 +278,7 @@ def _launcher_failure(
     if reason == BACKOFF_LIMIT_EXCEEDED:
         failed = [pod for pod in pods if phase(pod) == "Failed"]
         if failed:
-            last = max(failed, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""))
+            last = max(failed, key=lambda p: metadata_of(p).get("creationTimestamp", ""))
             failure = pod_failure(last)
             return f"{reason}/{failure.reason}", failure.message(message)
     return reason, bounded(message)
