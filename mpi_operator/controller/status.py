@@ -17,6 +17,7 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import metadata_of
 from mpi_operator.controller.conditions import (
+    Condition,
     find_condition,
     is_finished,
     set_condition,
@@ -96,7 +97,7 @@ def compute_status(
     """Status after observing the launcher Job, its pods and the worker pods."""
     out = StatusOutcome(status=copy.deepcopy(status))
     status = out.status
-    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+    conditions: list[Condition] = status.setdefault("conditions", [])
     replica_statuses: dict[str, Any] = status.setdefault("replicaStatuses", {})
     key = f"{job.namespace}/{job.name}"
 
@@ -126,7 +127,7 @@ def compute_status(
             reason, message = _launcher_failure(key, failed_condition, seen.launcher_pods)
             _fail(out, reason, message, now)
         elif seen.failures.spent_by_launcher:
-            condition = {
+            condition: Condition = {
                 "reason": BACKOFF_LIMIT_EXCEEDED,
                 "message": f"{BACKOFF_LIMIT_MESSAGE} ({_shared_budget(seen.failures)})",
             }
@@ -166,7 +167,7 @@ def compute_status(
     return out
 
 
-def _ran_unseen(conditions: list[dict[str, Any]], seen: Observed) -> bool:
+def _ran_unseen(conditions: list[Condition], seen: Observed) -> bool:
     """Whether a completed launcher ran before any sync saw the job running: child changes
     are synced in batches (docs/differences.md C18), and a short job fits in one."""
     return (
@@ -271,7 +272,7 @@ def _fail(out: StatusOutcome, reason: str, message: str, now: str) -> None:
 
 
 def _launcher_failure(
-    key: str, condition: dict[str, Any], pods: Sequence[dict[str, Any]]
+    key: str, condition: Condition, pods: Sequence[dict[str, Any]]
 ) -> tuple[str, str]:
     reason = condition.get("reason") or REASON_FAILED
     message = condition.get("message") or f"MPIJob {key} has failed"
@@ -284,8 +285,9 @@ def _launcher_failure(
     return reason, bounded(message)
 
 
-def _job_condition(job: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
-    for cond in (job.get("status") or {}).get("conditions") or []:
+def _job_condition(job: dict[str, Any], condition_type: str) -> Condition | None:
+    conditions: list[Condition] = (job.get("status") or {}).get("conditions") or []
+    for cond in conditions:
         if cond.get("type") == condition_type and cond.get("status") == "True":
-            return dict(cond)
+            return {**cond}
     return None
