@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class ClusterResource:
 class StoredGang:
     """A job's gang as the operator's caches hold it: what a scheduler's verdict is read from."""
 
-    job: MPIJob
+    job: DefaultedMPIJob
     # The gang's stored objects by plural: one of each ``gang_resources`` kind.
     objects: Mapping[str, dict[str, Any]]
     # The job's pods (workers and launcher): labels and status, no spec or annotations.
@@ -83,7 +83,9 @@ class GangScheduler(Protocol):
         """The pods' spec.schedulerName."""
         ...
 
-    def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
+    def decorate_pod_template(
+        self, template: dict[str, Any], job: DefaultedMPIJob
+    ) -> dict[str, Any]:
         """A copy of ``template`` that this scheduler places in the job's gang."""
         ...
 
@@ -102,7 +104,7 @@ class WithGangObjects(GangScheduler, Protocol):
         """The kinds of the gang's own objects; the operator caches, creates and deletes them."""
         ...
 
-    def gang_objects(self, job: MPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
+    def gang_objects(self, job: DefaultedMPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
         """The desired objects of a (defaulted, valid) job's gang, metadata included: one of
         each ``gang_resources`` kind, in that order (the order they are created in)."""
         ...

@@ -15,7 +15,8 @@ from typing import Any
 from gang.pod_requests import Amounts, add, pod_requests, scaled
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.v2beta1 import MPIJob, SchedulingPolicy
+from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.v2beta1 import SchedulingPolicy
 from mpi_operator.quantity import Quantity
 
 
@@ -29,14 +30,12 @@ class GangRole:
     pod_requests: Mapping[str, Quantity]
 
 
-def scheduling_policy(job: MPIJob) -> SchedulingPolicy:
+def scheduling_policy(job: DefaultedMPIJob) -> SchedulingPolicy:
     """The job's schedulingPolicy; an empty one when the job has none."""
-    run_policy = job.spec.run_policy if job.spec else None
-    policy = run_policy.scheduling_policy if run_policy else None
-    return policy or SchedulingPolicy()
+    return job.spec.run_policy.scheduling_policy or SchedulingPolicy()
 
 
-def template_pod_spec(job: MPIJob, replica_type: str) -> Mapping[str, Any]:
+def template_pod_spec(job: DefaultedMPIJob, replica_type: str) -> Mapping[str, Any]:
     """The pod spec of a role's template; empty when the role or its template is missing."""
     replica = job.replica_spec(replica_type)
     template = (replica.template if replica else None) or {}
@@ -44,24 +43,24 @@ def template_pod_spec(job: MPIJob, replica_type: str) -> Mapping[str, Any]:
     return pod_spec if isinstance(pod_spec, Mapping) else {}
 
 
-def template_priority_class(job: MPIJob, replica_type: str) -> str:
+def template_priority_class(job: DefaultedMPIJob, replica_type: str) -> str:
     name = template_pod_spec(job, replica_type).get("priorityClassName")
     return name if isinstance(name, str) else ""
 
 
-def gang_replica_types(job: MPIJob) -> tuple[str, ...]:
+def gang_replica_types(job: DefaultedMPIJob) -> tuple[str, ...]:
     """The roles whose pods the scheduler must place together, launcher first."""
     if _launcher_waits_for_workers(job):
         return (c.WORKER,)
     return tuple(t for t in c.REPLICA_TYPES if job.replica_spec(t) is not None)
 
 
-def gang_size(job: MPIJob) -> int:
+def gang_size(job: DefaultedMPIJob) -> int:
     """How many pods the gang has."""
     return sum(job.replicas(t) for t in gang_replica_types(job))
 
 
-def min_member(job: MPIJob) -> int:
+def min_member(job: DefaultedMPIJob) -> int:
     """The PodGroup's minMember: the policy's minAvailable, else every pod of the gang."""
     min_available = scheduling_policy(job).min_available
     if min_available is not None:
@@ -69,7 +68,7 @@ def min_member(job: MPIJob) -> int:
     return gang_size(job)
 
 
-def gang_roles(job: MPIJob, facts: ClusterFacts) -> list[GangRole]:
+def gang_roles(job: DefaultedMPIJob, facts: ClusterFacts) -> list[GangRole]:
     """The gang's roles in placement order: highest priority first, the launcher on ties."""
     roles = [
         GangRole(
@@ -89,7 +88,7 @@ def placement_order(roles: list[GangRole]) -> list[GangRole]:
     return sorted(roles, key=lambda role: -role.priority)
 
 
-def min_resources(job: MPIJob, facts: ClusterFacts) -> Amounts | None:
+def min_resources(job: DefaultedMPIJob, facts: ClusterFacts) -> Amounts | None:
     """The PodGroup's minResources; None when the PodGroup must not carry any.
 
     The policy's value wins as written. Otherwise it is the sum of the effective requests
@@ -112,6 +111,6 @@ def min_resources(job: MPIJob, facts: ClusterFacts) -> Amounts | None:
     return total
 
 
-def _launcher_waits_for_workers(job: MPIJob) -> bool:
-    policy = job.spec.launcher_creation_policy if job.spec else None
+def _launcher_waits_for_workers(job: DefaultedMPIJob) -> bool:
+    policy = job.spec.launcher_creation_policy
     return policy == c.LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY and job.replicas(c.WORKER) > 0

@@ -12,8 +12,8 @@ from gang import GangResource, GangState, StoredGang
 from gang.members import min_member
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import child_metadata
-from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.quantity import InvalidQuantityError, Quantity
 
 # Turns one spec field into a value that compares equal exactly when the API means the same.
@@ -25,7 +25,9 @@ def pod_group_kind(group: str, version: str) -> GangResource:
     return GangResource(group, version, kind="PodGroup", plural="podgroups")
 
 
-def new_pod_group(resource: GangResource, job: MPIJob, spec: dict[str, Any]) -> dict[str, Any]:
+def new_pod_group(
+    resource: GangResource, job: DefaultedMPIJob, spec: dict[str, Any]
+) -> dict[str, Any]:
     """A PodGroup named after the job, in its namespace, controlled by it, with no labels or
     annotations of its own."""
     return {
@@ -56,10 +58,10 @@ class PodGroupScheduler(abc.ABC):
     def gang_resources(self) -> Sequence[GangResource]:
         return (self.pod_group_resource,)
 
-    def gang_objects(self, job: MPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
+    def gang_objects(self, job: DefaultedMPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
         return [self.pod_group(job, facts)]
 
-    def pod_group(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
+    def pod_group(self, job: DefaultedMPIJob, facts: ClusterFacts) -> dict[str, Any]:
         spec: dict[str, Any] = {}
         members = min_member(job)
         if members:
@@ -68,7 +70,7 @@ class PodGroupScheduler(abc.ABC):
         return new_pod_group(self.pod_group_resource, job, spec)
 
     @abc.abstractmethod
-    def spec_fields(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
+    def spec_fields(self, job: DefaultedMPIJob, facts: ClusterFacts) -> dict[str, Any]:
         """The scheduler's own spec fields, sent after minMember in this order."""
 
     def updated_object(

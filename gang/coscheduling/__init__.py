@@ -17,7 +17,7 @@ from gang.pod_group import (
 )
 from gang.pod_template import assign_to_gang
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.quantity import format_resources
 
 POD_GROUP_RESOURCE: Final = pod_group_kind("scheduling.x-k8s.io", "v1alpha1")
@@ -44,7 +44,7 @@ class CoschedulingScheduler(PodGroupScheduler):
     scheduler_name: str
     pod_group_resource = POD_GROUP_RESOURCE
 
-    def spec_fields(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
+    def spec_fields(self, job: DefaultedMPIJob, facts: ClusterFacts) -> dict[str, Any]:
         spec: dict[str, Any] = {}
         resources = min_resources(job, facts)
         if resources:
@@ -53,7 +53,9 @@ class CoschedulingScheduler(PodGroupScheduler):
         spec["scheduleTimeoutSeconds"] = timeout or 0
         return spec
 
-    def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
+    def decorate_pod_template(
+        self, template: dict[str, Any], job: DefaultedMPIJob
+    ) -> dict[str, Any]:
         return assign_to_gang(template, self.scheduler_name, labels={POD_GROUP_LABEL: job.name})
 
     def waits(self, gang_object: dict[str, Any]) -> bool:

@@ -14,7 +14,7 @@ from gang import GangState, StoredGang
 from gang.members import gang_replica_types, gang_size, min_member, scheduling_policy
 from gang.pod_template import assign_to_gang
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob
 
 SCHEDULER_NAME: Final = "koord-scheduler"
 # Pod annotations of an annotation-only gang (koordinator's apis/extension/coscheduling.go).
@@ -39,7 +39,9 @@ class KoordinatorScheduler:
     def scheduler_name(self) -> str:
         return SCHEDULER_NAME
 
-    def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
+    def decorate_pod_template(
+        self, template: dict[str, Any], job: DefaultedMPIJob
+    ) -> dict[str, Any]:
         if _replica_type(template.get("metadata")) not in (None, *gang_replica_types(job)):
             # The launcher created once the workers run is placed alone.
             return assign_to_gang(template, SCHEDULER_NAME)
@@ -66,13 +68,13 @@ class KoordinatorScheduler:
         )
 
 
-def gang_name(job: MPIJob) -> str:
+def gang_name(job: DefaultedMPIJob) -> str:
     """The job's name and UID: koord-scheduler keeps a gang while any pod of it exists, so a
     job recreated under the same name must not join the old job's gang."""
     return f"{job.name}-{job.uid}" if job.uid else job.name
 
 
-def gang_annotations(job: MPIJob) -> dict[str, str]:
+def gang_annotations(job: DefaultedMPIJob) -> dict[str, str]:
     """The annotations every pod of the gang carries; koord-scheduler reads its first pod's."""
     annotations = {
         NAME_ANNOTATION: gang_name(job),

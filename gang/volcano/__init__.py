@@ -17,7 +17,7 @@ from gang.pod_group import (
 from gang.pod_template import assign_to_gang
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.quantity import format_resources
 
 SCHEDULER_NAME: Final = "volcano"
@@ -52,7 +52,7 @@ class VolcanoScheduler(PodGroupScheduler):
     def scheduler_name(self) -> str:
         return SCHEDULER_NAME
 
-    def spec_fields(self, job: MPIJob, facts: ClusterFacts) -> dict[str, Any]:
+    def spec_fields(self, job: DefaultedMPIJob, facts: ClusterFacts) -> dict[str, Any]:
         spec: dict[str, Any] = {}
         queue = _queue(job)
         if queue:
@@ -65,7 +65,9 @@ class VolcanoScheduler(PodGroupScheduler):
             spec["minResources"] = format_resources(resources)
         return spec
 
-    def decorate_pod_template(self, template: dict[str, Any], job: MPIJob) -> dict[str, Any]:
+    def decorate_pod_template(
+        self, template: dict[str, Any], job: DefaultedMPIJob
+    ) -> dict[str, Any]:
         return assign_to_gang(
             template, SCHEDULER_NAME, annotations={GROUP_NAME_ANNOTATION: job.name}
         )
@@ -146,11 +148,11 @@ def _pod_group_queue(pod_group: Mapping[str, Any]) -> str:
     return queue if isinstance(queue, str) and queue else DEFAULT_QUEUE
 
 
-def _queue(job: MPIJob) -> str:
+def _queue(job: DefaultedMPIJob) -> str:
     return scheduling_policy(job).queue or job.annotations.get(QUEUE_NAME_ANNOTATION) or ""
 
 
-def _priority_class_name(job: MPIJob) -> str:
+def _priority_class_name(job: DefaultedMPIJob) -> str:
     """The policy's class, else the launcher's, else the workers'; existing or not."""
     return (
         scheduling_policy(job).priority_class

@@ -6,11 +6,31 @@ their MPIJob see what they wrote (plus what the CRD schema defaults).
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
+from mpi_operator.api.v2beta1 import APIModel, MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
+
+_Narrowed = TypeVar("_Narrowed", bound=APIModel)
 
 
-def with_defaults(job: MPIJob) -> MPIJob:
+class DefaultedMPIJobSpec(MPIJobSpec):
+    """An MPIJobSpec with its defaults applied: the runPolicy is always there."""
+
+    run_policy: RunPolicy
+
+
+class DefaultedMPIJob(MPIJob):
+    """An MPIJob with its defaults applied: what validation, rendering and the sync read, so
+    none of them checks for a missing spec or runPolicy.
+
+    Only the types are narrower: the CRD is generated from ``MPIJob`` alone (these models are
+    not part of the API), and ``to_dict`` writes the same fields the plain model would."""
+
+    spec: DefaultedMPIJobSpec
+
+
+def with_defaults(job: MPIJob) -> DefaultedMPIJob:
     """A copy of ``job`` with every default filled in; ``job`` is left untouched."""
     job = job.model_copy(deep=True)
     spec = job.spec or MPIJobSpec()
@@ -37,8 +57,8 @@ def with_defaults(job: MPIJob) -> MPIJob:
             # Worker replicas stay unset: validation reports a missing count by name.
             _default_replica(worker, c.RESTART_POLICY_NEVER, replicas=None)
     spec.run_policy = run_policy
-    job.spec = spec
-    return job
+    job.spec = _narrowed(DefaultedMPIJobSpec, spec)
+    return _narrowed(DefaultedMPIJob, job)
 
 
 def _default_replica(spec: ReplicaSpec, restart_policy: str, replicas: int | None) -> None:
@@ -46,3 +66,16 @@ def _default_replica(spec: ReplicaSpec, restart_policy: str, replicas: int | Non
         spec.restart_policy = restart_policy
     if spec.replicas is None and replicas is not None:
         spec.replicas = replicas
+
+
+def _narrowed(cls: type[_Narrowed], model: APIModel) -> _Narrowed:
+    """``model``, whose values already fit ``cls`` (a subclass narrowing some field types), as
+    a ``cls``: the same values, unknown fields and record of the fields set.
+
+    Fields are passed by their wire names: an unknown field may have a field's Python name
+    (``run_policy`` beside ``runPolicy``), and must stay unknown."""
+    values = {
+        field.alias or name: getattr(model, name)
+        for name, field in type(model).model_fields.items()
+    }
+    return cls.model_construct(set(model.model_fields_set), **values, **(model.model_extra or {}))

@@ -2,13 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.v2beta1 import MPIJob
 
 
-def controller_reference(job: MPIJob) -> dict[str, Any]:
+class OwnerReference(TypedDict, total=False):
+    """An ownerReference. One read from the API server may lack any key, so reads use
+    ``.get``; the types are what those reads are checked against."""
+
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+    blockOwnerDeletion: bool
+
+
+class ObjectMeta(TypedDict, total=False):
+    """The metadata fields the operator writes or reads; like ``OwnerReference``, any key
+    may be missing from an object the API server returned."""
+
+    name: str
+    namespace: str
+    uid: str
+    creationTimestamp: str
+    deletionTimestamp: str
+    labels: dict[str, str]
+    ownerReferences: list[OwnerReference]
+
+
+def metadata_of(obj: Mapping[str, Any]) -> ObjectMeta:
+    """``obj``'s metadata; empty when it has none."""
+    metadata: ObjectMeta | None = obj.get("metadata")
+    return metadata or {}
+
+
+def controller_reference(job: MPIJob) -> OwnerReference:
     """The ownerReference making ``job`` the controller of a child, so GC deletes both."""
     return {
         "apiVersion": c.API_VERSION,
@@ -20,7 +52,7 @@ def controller_reference(job: MPIJob) -> dict[str, Any]:
     }
 
 
-def child_metadata(job: MPIJob, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def child_metadata(job: MPIJob, name: str, labels: dict[str, str] | None = None) -> ObjectMeta:
     """Metadata of a child object: deterministic name, job namespace, controller reference.
 
     Every child carries the operator's label (upstream labels only pods with it) so the
@@ -36,7 +68,7 @@ def child_metadata(job: MPIJob, name: str, labels: dict[str, str] | None = None)
 
 def is_controlled_by(obj: dict[str, Any], job: MPIJob) -> bool:
     """True when ``obj``'s controller reference points at this very job (same UID)."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+    for ref in metadata_of(obj).get("ownerReferences") or []:
         if ref.get("controller"):
             return bool(
                 ref.get("apiVersion") == c.API_VERSION

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from mpi_operator.api import constants as c
 from mpi_operator.api import dns
 from mpi_operator.api.bounds import document_errors
-from mpi_operator.api.defaults import with_defaults
+from mpi_operator.api.defaults import DefaultedMPIJob, with_defaults
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError, from_pydantic, quoted
 from mpi_operator.api.pod_template import (
     OperatorMounts,
@@ -53,14 +53,14 @@ def validate(job: MPIJob) -> list[FieldError]:
     return with_defaults_and_errors(job)[1]
 
 
-def with_defaults_and_errors(job: MPIJob) -> tuple[MPIJob, list[FieldError]]:
+def with_defaults_and_errors(job: MPIJob) -> tuple[DefaultedMPIJob, list[FieldError]]:
     """:func:`with_defaults` of ``job`` and :func:`validate` of it, from one copy of the job
     (a sync needs both, and the deep copy is the expensive part)."""
     defaulted = with_defaults(job)
     return defaulted, list(_errors(defaulted))
 
 
-def load_valid_mpijob(obj: object) -> MPIJob:
+def load_valid_mpijob(obj: object) -> DefaultedMPIJob:
     """Parse and validate; returns the job with defaults applied."""
     job, errors = with_defaults_and_errors(parse_mpijob(obj))
     if errors:
@@ -68,18 +68,14 @@ def load_valid_mpijob(obj: object) -> MPIJob:
     return job
 
 
-def _errors(job: MPIJob) -> Iterator[FieldError]:
+def _errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     yield from _metadata_errors(job)
     spec = job.spec
-    if spec is None:
-        yield FieldError("spec", "is required")
-        return
     yield from _maximum_errors(spec, "spec")
     yield from _replica_specs_errors(job)
     if spec.slots_per_worker is not None and spec.slots_per_worker < 0:
         yield FieldError("spec.slotsPerWorker", "must be greater than or equal to 0")
     run_policy = spec.run_policy
-    assert run_policy is not None  # filled in by with_defaults
     yield from _one_of(
         "spec.runPolicy.cleanPodPolicy", run_policy.clean_pod_policy, c.CLEAN_POD_POLICIES
     )
@@ -166,8 +162,7 @@ def _maximum_errors(model: BaseModel, path: str) -> Iterator[FieldError]:
                 )
 
 
-def _replica_specs_errors(job: MPIJob) -> Iterator[FieldError]:
-    assert job.spec is not None
+def _replica_specs_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     specs = job.spec.mpi_replica_specs
     base = "spec.mpiReplicaSpecs"
     if not specs:
@@ -197,14 +192,15 @@ def _replica_specs_errors(job: MPIJob) -> Iterator[FieldError]:
             yield FieldError(f"{path}.replicas", "must be greater than or equal to 1")
 
 
-def _replica_errors(path: str, spec: ReplicaSpec, job: MPIJob, role: str) -> Iterator[FieldError]:
+def _replica_errors(
+    path: str, spec: ReplicaSpec, job: DefaultedMPIJob, role: str
+) -> Iterator[FieldError]:
     yield from _one_of(f"{path}.restartPolicy", spec.restart_policy, c.RESTART_POLICIES)
     yield from template_errors(f"{path}.template", spec.template, _operator_mounts(job, role))
 
 
-def _operator_mounts(job: MPIJob, role: str) -> OperatorMounts:
+def _operator_mounts(job: DefaultedMPIJob, role: str) -> OperatorMounts:
     """Where the operator mounts its volumes in the role's first container."""
-    assert job.spec is not None
     paths = [job.spec.ssh_auth_mount_path or c.DEFAULT_SSH_AUTH_MOUNT_PATH]
     if role == c.LAUNCHER:
         paths.append(c.CONFIG_MOUNT_PATH)
@@ -215,8 +211,7 @@ def _same_path(left: str, right: str) -> bool:
     return posixpath.normpath(left) == posixpath.normpath(right)
 
 
-def _scheduling_policy_errors(job: MPIJob) -> Iterator[FieldError]:
-    assert job.spec is not None and job.spec.run_policy is not None
+def _scheduling_policy_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     policy = job.spec.run_policy.scheduling_policy
     if policy is None:
         return

@@ -7,11 +7,21 @@ the end of the list, and a terminal condition turns Running (and a previous Fail
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from mpi_operator.api import constants as c
 
-Condition = dict[str, Any]
+
+class Condition(TypedDict, total=False):
+    """A condition of the MPIJob's status, or of its launcher Job (whose lastProbeTime is
+    never read). Stored conditions may lack any key, so reads use ``.get``."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    lastUpdateTime: str
+    lastTransitionTime: str
 
 
 def find_condition(conditions: list[Condition], condition_type: str) -> Condition | None:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.meta import metadata_of
 
 # What the API server defaults a Job's backoffLimit to; the launcher Job gets it when the
 # MPIJob sets none.
@@ -53,9 +54,8 @@ class WorkerFailures:
         )
 
 
-def backoff_limit(job: MPIJob) -> int:
-    run_policy = job.spec.run_policy if job.spec else None
-    limit = run_policy.backoff_limit if run_policy else None
+def backoff_limit(job: DefaultedMPIJob) -> int:
+    limit = job.spec.run_policy.backoff_limit
     return DEFAULT_BACKOFF_LIMIT if limit is None else limit
 
 
@@ -84,7 +84,7 @@ def judge_worker_failures(
     """
     replaced: list[dict[str, Any]] = []
     fatal = None
-    live = [pod for pod in workers if not (pod.get("metadata") or {}).get("deletionTimestamp")]
+    live = [pod for pod in workers if not metadata_of(pod).get("deletionTimestamp")]
     ended = () if launcher_exists else tuple(p for p in live if phase(p) == "Succeeded")
     for pod in live:
         if phase(pod) != "Failed":

@@ -27,8 +27,9 @@ from gang import (
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError
-from mpi_operator.api.meta import is_controlled_by
+from mpi_operator.api.meta import is_controlled_by, metadata_of
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.api.validation import parse_mpijob, with_defaults_and_errors
 from mpi_operator.controller.conditions import is_finished, is_true, set_condition
@@ -184,10 +185,11 @@ def _invalid(plan: Plan, errors: Sequence[FieldError]) -> Plan:
 
 
 class _Sync:
-    def __init__(self, job: MPIJob, view: ClusterView, ctx: SyncContext, plan: Plan) -> None:
+    def __init__(
+        self, job: DefaultedMPIJob, view: ClusterView, ctx: SyncContext, plan: Plan
+    ) -> None:
         self.job, self.view, self.ctx, self.plan = job, view, ctx, plan
         self.ns = job.namespace
-        assert job.spec is not None and job.spec.run_policy is not None
         self.suspended = bool(job.spec.run_policy.suspend)
         self.clean_pod_policy = job.spec.run_policy.clean_pod_policy or c.CLEAN_POD_POLICY_NONE
         self.status = current_status(job)
@@ -521,7 +523,6 @@ class _Sync:
         return True
 
     def _launcher_may_start(self, workers: Sequence[dict[str, Any]]) -> bool:
-        assert self.job.spec is not None
         if self.job.spec.launcher_creation_policy == c.LAUNCHER_CREATION_AT_STARTUP:
             return True
         # WaitForWorkersReady: a suspended job has no workers to wait for, which upstream
@@ -583,7 +584,7 @@ class _Sync:
     def _owned(self, obj: dict[str, Any], resource: str) -> bool:
         if is_controlled_by(obj, self.job):
             return True
-        name = (obj.get("metadata") or {}).get("name", "")
+        name = metadata_of(obj).get("name", "")
         message = resource_exists_message(name, self._kind(resource))
         self.plan.events.append(Event(WARNING, REASON_RESOURCE_EXISTS, message))
         self.plan.stop(message)

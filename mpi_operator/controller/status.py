@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.meta import metadata_of
 from mpi_operator.controller.conditions import (
+    Condition,
     find_condition,
     is_finished,
     set_condition,
@@ -72,14 +74,14 @@ class Observed:
     failures: WorkerFailures = field(default_factory=WorkerFailures)
 
 
-def current_status(job: MPIJob) -> dict[str, Any]:
+def current_status(job: DefaultedMPIJob) -> dict[str, Any]:
     """A private, mutable copy of the job's stored status."""
     if job.status is None:
         return {}
     return copy.deepcopy(job.status.model_dump(by_alias=True, exclude_none=True, mode="json"))
 
 
-def mark_created(job: MPIJob, status: dict[str, Any], now: str) -> Event | None:
+def mark_created(job: DefaultedMPIJob, status: dict[str, Any], now: str) -> Event | None:
     """The Created condition of a job seen for the first time (upstream: no conditions yet)."""
     conditions = status.setdefault("conditions", [])
     if conditions:
@@ -89,11 +91,13 @@ def mark_created(job: MPIJob, status: dict[str, Any], now: str) -> Event | None:
     return Event(NORMAL, REASON_CREATED, message)
 
 
-def compute_status(job: MPIJob, status: dict[str, Any], seen: Observed, now: str) -> StatusOutcome:
+def compute_status(
+    job: DefaultedMPIJob, status: dict[str, Any], seen: Observed, now: str
+) -> StatusOutcome:
     """Status after observing the launcher Job, its pods and the worker pods."""
     out = StatusOutcome(status=copy.deepcopy(status))
     status = out.status
-    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+    conditions: list[Condition] = status.setdefault("conditions", [])
     replica_statuses: dict[str, Any] = status.setdefault("replicaStatuses", {})
     key = f"{job.namespace}/{job.name}"
 
@@ -123,7 +127,7 @@ def compute_status(job: MPIJob, status: dict[str, Any], seen: Observed, now: str
             reason, message = _launcher_failure(key, failed_condition, seen.launcher_pods)
             _fail(out, reason, message, now)
         elif seen.failures.spent_by_launcher:
-            condition = {
+            condition: Condition = {
                 "reason": BACKOFF_LIMIT_EXCEEDED,
                 "message": f"{BACKOFF_LIMIT_MESSAGE} ({_shared_budget(seen.failures)})",
             }
@@ -163,7 +167,7 @@ def compute_status(job: MPIJob, status: dict[str, Any], seen: Observed, now: str
     return out
 
 
-def _ran_unseen(conditions: list[dict[str, Any]], seen: Observed) -> bool:
+def _ran_unseen(conditions: list[Condition], seen: Observed) -> bool:
     """Whether a completed launcher ran before any sync saw the job running: child changes
     are synced in batches (docs/differences.md C18), and a short job fits in one."""
     return (
@@ -226,7 +230,7 @@ def _record_worker_failures(
     # Failures recorded before this sync's, which count in index order, the fatal one last.
     earlier = failures.recorded - len(failures.replaced) - (failures.fatal is not None)
     for index, pod in enumerate(failures.replaced):
-        name = (pod.get("metadata") or {}).get("name", "")
+        name = metadata_of(pod).get("name", "")
         used = earlier + index + 1 + failures.launcher_failures
         message = pod_failure(pod).message(
             f"Worker pod {namespace}/{name} failed and is created again "
@@ -236,11 +240,11 @@ def _record_worker_failures(
         conditions = out.status["conditions"]
         set_condition(conditions, c.CONDITION_RESTARTING, "True", REASON_RESTARTING, message, now)
     for pod in failures.ended:
-        name = (pod.get("metadata") or {}).get("name", "")
+        name = metadata_of(pod).get("name", "")
         message = f"Worker pod {namespace}/{name} ended before the launcher started; created again"
         out.events.append(Event(WARNING, REASON_RESTARTING, message))
     if failures.fatal is not None:
-        name = (failures.fatal.get("metadata") or {}).get("name", "")
+        name = metadata_of(failures.fatal).get("name", "")
         failure = pod_failure(failures.fatal)
         if failure.reason == "Evicted":
             reason = REASON_EVICTED
@@ -268,21 +272,22 @@ def _fail(out: StatusOutcome, reason: str, message: str, now: str) -> None:
 
 
 def _launcher_failure(
-    key: str, condition: dict[str, Any], pods: Sequence[dict[str, Any]]
+    key: str, condition: Condition, pods: Sequence[dict[str, Any]]
 ) -> tuple[str, str]:
     reason = condition.get("reason") or REASON_FAILED
     message = condition.get("message") or f"MPIJob {key} has failed"
     if reason == BACKOFF_LIMIT_EXCEEDED:
         failed = [pod for pod in pods if phase(pod) == "Failed"]
         if failed:
-            last = max(failed, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""))
+            last = max(failed, key=lambda p: metadata_of(p).get("creationTimestamp", ""))
             failure = pod_failure(last)
             return f"{reason}/{failure.reason}", failure.message(message)
     return reason, bounded(message)
 
 
-def _job_condition(job: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
-    for cond in (job.get("status") or {}).get("conditions") or []:
+def _job_condition(job: dict[str, Any], condition_type: str) -> Condition | None:
+    conditions: list[Condition] = (job.get("status") or {}).get("conditions") or []
+    for cond in conditions:
         if cond.get("type") == condition_type and cond.get("status") == "True":
-            return dict(cond)
+            return {**cond}
     return None

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob
 
 
-def seconds_until_deletion(job: MPIJob, completion_time: str, now: str) -> float | None:
+def seconds_until_deletion(job: DefaultedMPIJob, completion_time: str, now: str) -> float | None:
     """Seconds left before the finished ``job`` is deleted (0 or less: now); None when it has
     no TTL, or a completion time the API server would not have written."""
-    run_policy = job.spec.run_policy if job.spec else None
-    ttl = run_policy.ttl_seconds_after_finished if run_policy else None
+    ttl = job.spec.run_policy.ttl_seconds_after_finished
     if ttl is None:
         return None
     completed, current = parse_time(completion_time), parse_time(now)

@@ -12,16 +12,16 @@ from typing import Any, Final
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import child_metadata
-from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired.pod_templates import launcher_runs_as_worker
 
 MAX_CONFIG_MAP_BYTES: Final = 1024 * 1024
 """The API server's limit on the total size of a ConfigMap's values."""
 
 
-def host_fqdn(job: MPIJob, pod_name: str, facts: ClusterFacts) -> str:
+def host_fqdn(job: DefaultedMPIJob, pod_name: str, facts: ClusterFacts) -> str:
     """The pod's name through the headless Service.
 
     Without a configured cluster domain the name stops at ``svc`` and relies on the pods'
@@ -31,8 +31,7 @@ def host_fqdn(job: MPIJob, pod_name: str, facts: ClusterFacts) -> str:
     return f"{fqdn}.{facts.cluster_domain}" if facts.cluster_domain else fqdn
 
 
-def _hostfile_line(job: MPIJob, fqdn: str) -> str:
-    assert job.spec is not None
+def _hostfile_line(job: DefaultedMPIJob, fqdn: str) -> str:
     slots = job.spec.slots_per_worker
     if job.spec.mpi_implementation == c.OPENMPI:
         return f"{fqdn} slots={slots}\n"
@@ -40,14 +39,14 @@ def _hostfile_line(job: MPIJob, fqdn: str) -> str:
     return f"{fqdn}:{slots}\n"
 
 
-def _static_pod_names(job: MPIJob) -> list[str]:
+def _static_pod_names(job: DefaultedMPIJob) -> list[str]:
     workers = [names.worker_name(job, i) for i in range(job.replicas(c.WORKER))]
     if launcher_runs_as_worker(job):
         return [names.launcher_name(job), *workers]
     return workers
 
 
-def hostfile(job: MPIJob, facts: ClusterFacts) -> str:
+def hostfile(job: DefaultedMPIJob, facts: ClusterFacts) -> str:
     """One line per host from the spec's replica count: launcher first when it works too."""
     return "".join(
         _hostfile_line(job, host_fqdn(job, pod, facts)) for pod in _static_pod_names(job)
@@ -55,7 +54,7 @@ def hostfile(job: MPIJob, facts: ClusterFacts) -> str:
 
 
 def discover_hosts_script(
-    job: MPIJob, facts: ClusterFacts, running_worker_names: Iterable[str]
+    job: DefaultedMPIJob, facts: ClusterFacts, running_worker_names: Iterable[str]
 ) -> str:
     """A shell script printing the launcher (when it works too) and the running workers.
 
@@ -68,7 +67,7 @@ def discover_hosts_script(
 
 
 def new_config_map(
-    job: MPIJob, facts: ClusterFacts, running_worker_names: Iterable[str] = ()
+    job: DefaultedMPIJob, facts: ClusterFacts, running_worker_names: Iterable[str] = ()
 ) -> dict[str, Any]:
     """The ConfigMap mounted at /etc/mpi in the launcher."""
     return {
@@ -82,7 +81,7 @@ def new_config_map(
     }
 
 
-def config_map_errors(job: MPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
+def config_map_errors(job: DefaultedMPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
     """Whether the ConfigMap fits the API server's limit, with every worker running.
 
     discover_hosts.sh lists the running workers, so the ConfigMap is largest once all of them

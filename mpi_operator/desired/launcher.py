@@ -8,8 +8,8 @@ from gang import GangScheduler
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import child_metadata
-from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired import pod_templates
 
 HOSTFILE_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
@@ -57,7 +57,7 @@ _CONFIG_VOLUME_ITEMS: Final = (
 )
 
 
-def template_sets_restart_policy(job: MPIJob) -> bool:
+def template_sets_restart_policy(job: DefaultedMPIJob) -> bool:
     """Whether the launcher template's restartPolicy is about to be overridden.
 
     Upstream warns with a SetPodTemplateRestartPolicy event each time it renders the
@@ -68,9 +68,8 @@ def template_sets_restart_policy(job: MPIJob) -> bool:
     return isinstance(pod_spec, dict) and bool(pod_spec.get("restartPolicy"))
 
 
-def launcher_env(job: MPIJob) -> list[dict[str, str]]:
+def launcher_env(job: DefaultedMPIJob) -> list[dict[str, str]]:
     """Variables appended to container 0: role, MPI implementation, slots, GPU blanks."""
-    assert job.spec is not None
     implementation = job.spec.mpi_implementation or c.OPENMPI
     env = [{"name": pod_templates.ROLE_ENV, "value": c.ROLE_LAUNCHER}]
     env += [{"name": k, "value": v} for k, v in _IMPLEMENTATION_ENV.get(implementation, ())]
@@ -82,7 +81,7 @@ def launcher_env(job: MPIJob) -> list[dict[str, str]]:
 
 
 def launcher_pod_template(
-    job: MPIJob, facts: ClusterFacts, gang: GangScheduler | None
+    job: DefaultedMPIJob, facts: ClusterFacts, gang: GangScheduler | None
 ) -> dict[str, Any]:
     """The launcher Job's pod template."""
     spec = pod_templates.replica_spec(job, c.LAUNCHER)
@@ -114,10 +113,9 @@ def launcher_pod_template(
 
 
 def new_launcher_job(
-    job: MPIJob, facts: ClusterFacts, gang: GangScheduler | None
+    job: DefaultedMPIJob, facts: ClusterFacts, gang: GangScheduler | None
 ) -> dict[str, Any]:
     """The launcher Job; suspended when the MPIJob is, so no launcher pod starts."""
-    assert job.spec is not None and job.spec.run_policy is not None
     run_policy = job.spec.run_policy
     spec: dict[str, Any] = {}
     # The Job applies the deadline and the retries to the launcher on our behalf. The TTL is

@@ -9,8 +9,8 @@ from typing import Any
 from gang import GangScheduler, gang_objects_of
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
-from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired.config import config_map_errors, new_config_map
 from mpi_operator.desired.launcher import new_launcher_job
 from mpi_operator.desired.pod_templates import (
@@ -23,7 +23,9 @@ from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_
 from mpi_operator.desired.workers import new_worker_pod
 
 
-def render_errors(job: MPIJob, facts: ClusterFacts, gang: GangScheduler | None) -> list[FieldError]:
+def render_errors(
+    job: DefaultedMPIJob, facts: ClusterFacts, gang: GangScheduler | None
+) -> list[FieldError]:
     """Problems of a valid job that only show once its objects meet the cluster's facts and
     the gang scheduler: a ConfigMap too large for the API server, a DNS search list it would
     refuse, pod annotations over its limit with the gang scheduler's added."""
@@ -45,7 +47,7 @@ class Child(Enum):
     LAUNCHER = "launcher Job"
 
 
-def children(job: MPIJob, gang: GangScheduler | None) -> tuple[Child, ...]:
+def children(job: DefaultedMPIJob, gang: GangScheduler | None) -> tuple[Child, ...]:
     """The job's children in creation order: everything the launcher needs exists before it
     starts, and the gang's objects before the pods that join them. A suspended job gets
     neither gang objects nor workers, and a suspended launcher Job.
@@ -63,7 +65,7 @@ def children(job: MPIJob, gang: GangScheduler | None) -> tuple[Child, ...]:
 
 
 def desired_objects(
-    job: MPIJob,
+    job: DefaultedMPIJob,
     facts: ClusterFacts,
     gang: GangScheduler | None,
     ssh_key: SSHKeyPair | None = None,
@@ -74,7 +76,7 @@ def desired_objects(
 
 
 def iter_desired_objects(
-    job: MPIJob,
+    job: DefaultedMPIJob,
     facts: ClusterFacts,
     gang: GangScheduler | None,
     ssh_key: SSHKeyPair | None = None,

@@ -15,6 +15,7 @@ from gang import GangScheduler
 from mpi_operator.api import constants as c
 from mpi_operator.api import dns, names
 from mpi_operator.api.cluster import ClusterFacts
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError, quoted
 from mpi_operator.api.meta import controller_reference
 from mpi_operator.api.pod_template import (
@@ -23,7 +24,7 @@ from mpi_operator.api.pod_template import (
     annotation_errors,
     searches_of,
 )
-from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec
+from mpi_operator.api.v2beta1 import ReplicaSpec
 
 SSH_PRIVATE_KEY: Final = "ssh-privatekey"
 SSH_PUBLIC_KEY: Final = "ssh-publickey"
@@ -43,7 +44,7 @@ ROLE_ENV: Final = "K_MPI_JOB_ROLE"
 TERMINATION_MESSAGE_POLICY: Final = "FallbackToLogsOnError"
 
 
-def replica_spec(job: MPIJob, replica_type: str) -> ReplicaSpec:
+def replica_spec(job: DefaultedMPIJob, replica_type: str) -> ReplicaSpec:
     """The role's spec; a defaulted, valid job has the Launcher and any rendered Worker."""
     spec = job.replica_spec(replica_type)
     if spec is None:
@@ -61,7 +62,7 @@ def copy_template(spec: ReplicaSpec) -> dict[str, Any]:
     return template
 
 
-def operator_labels(job: MPIJob, role: str) -> dict[str, str]:
+def operator_labels(job: DefaultedMPIJob, role: str) -> dict[str, str]:
     """Labels selecting a role's pods (and, without the role, the job's Service)."""
     return {
         c.LABEL_OPERATOR_NAME: c.OPERATOR_NAME,
@@ -87,13 +88,13 @@ def append_to(obj: dict[str, Any], field: str, *items: dict[str, Any]) -> None:
     obj[field] = [*(obj.get(field) or []), *items]
 
 
-def dns_search_domain(job: MPIJob, facts: ClusterFacts) -> str:
+def dns_search_domain(job: DefaultedMPIJob, facts: ClusterFacts) -> str:
     """The job's Service domain, in which every pod of the job has its short hostname."""
     domain = facts.cluster_domain or DEFAULT_CLUSTER_DOMAIN
     return f"{names.service_name(job)}.{job.namespace}.svc.{domain}"
 
 
-def dns_search_errors(job: MPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
+def dns_search_errors(job: DefaultedMPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
     """Whether each role's search list, once the job's domain is appended, is one the API
     server takes (every pod of the job gets the domain, the launcher as well as workers)."""
     ours = dns_search_domain(job, facts)
@@ -122,7 +123,7 @@ def dns_search_errors(job: MPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
 
 
 def set_host_identity(
-    template: dict[str, Any], job: MPIJob, hostname: str, facts: ClusterFacts
+    template: dict[str, Any], job: DefaultedMPIJob, hostname: str, facts: ClusterFacts
 ) -> None:
     """Hostname, subdomain and DNS search path that make the pod resolvable through the
     job's Service, and let it resolve every pod of the job (itself included) by short name."""
@@ -151,9 +152,8 @@ def keep_last_words(container: dict[str, Any]) -> None:
     container.setdefault("terminationMessagePolicy", TERMINATION_MESSAGE_POLICY)
 
 
-def mount_ssh_auth(template: dict[str, Any], job: MPIJob) -> None:
+def mount_ssh_auth(template: dict[str, Any], job: DefaultedMPIJob) -> None:
     """Mount the job's SSH key pair in container 0 at spec.sshAuthMountPath."""
-    assert job.spec is not None
     mount_path = job.spec.ssh_auth_mount_path
     secret: dict[str, Any] = {
         "secretName": names.ssh_secret_name(job),
@@ -170,13 +170,15 @@ def mount_ssh_auth(template: dict[str, Any], job: MPIJob) -> None:
 
 
 def hand_to_gang(
-    template: dict[str, Any], job: MPIJob, gang: GangScheduler | None
+    template: dict[str, Any], job: DefaultedMPIJob, gang: GangScheduler | None
 ) -> dict[str, Any]:
     """The template as the gang scheduler wants it; unchanged without gang scheduling."""
     return template if gang is None else gang.decorate_pod_template(template, job)
 
 
-def gang_annotation_errors(job: MPIJob, gang: GangScheduler | None) -> Iterator[FieldError]:
+def gang_annotation_errors(
+    job: DefaultedMPIJob, gang: GangScheduler | None
+) -> Iterator[FieldError]:
     """Whether each role's pods still fit the API server's annotation limit once the gang
     scheduler has added its own: validation checks a template's annotations alone."""
     if gang is None:
@@ -205,7 +207,7 @@ def pod_metadata(template: dict[str, Any]) -> dict[str, Any]:
 
 
 def role_template(
-    job: MPIJob,
+    job: DefaultedMPIJob,
     spec: ReplicaSpec,
     role: str,
     hostname: str,
@@ -224,7 +226,7 @@ def role_template(
 
 
 def owned_pod_template(
-    template: dict[str, Any], job: MPIJob, gang: GangScheduler | None
+    template: dict[str, Any], job: DefaultedMPIJob, gang: GangScheduler | None
 ) -> dict[str, Any]:
     """The finished template as the gang scheduler wants it, with only the metadata pods
     inherit plus the job's controller reference."""
@@ -235,10 +237,9 @@ def owned_pod_template(
     }
 
 
-def launcher_runs_as_worker(job: MPIJob) -> bool:
-    return bool(job.spec and job.spec.run_launcher_as_worker)
+def launcher_runs_as_worker(job: DefaultedMPIJob) -> bool:
+    return bool(job.spec.run_launcher_as_worker)
 
 
-def is_suspended(job: MPIJob) -> bool:
-    run_policy = job.spec.run_policy if job.spec else None
-    return bool(run_policy and run_policy.suspend)
+def is_suspended(job: DefaultedMPIJob) -> bool:
+    return bool(job.spec.run_policy.suspend)

@@ -6,17 +6,17 @@ from typing import Any
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import child_metadata
-from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired.pod_templates import launcher_runs_as_worker
 
 
-def service_selector(job: MPIJob) -> dict[str, str]:
+def service_selector(job: DefaultedMPIJob) -> dict[str, str]:
     """Both roles: the launcher needs a DNS name too, for Intel MPI and MPICH workers."""
     return {c.LABEL_OPERATOR_NAME: c.OPERATOR_NAME, c.LABEL_JOB_NAME: job.name}
 
 
-def new_service(job: MPIJob) -> dict[str, Any]:
+def new_service(job: DefaultedMPIJob) -> dict[str, Any]:
     """The headless Service named after the job, matching the pods' subdomain."""
     return {
         "apiVersion": "v1",

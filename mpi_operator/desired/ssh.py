@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import child_metadata
-from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired.pod_templates import SSH_PRIVATE_KEY, SSH_PUBLIC_KEY
 
 SSH_AUTH_SECRET_TYPE: Final = "kubernetes.io/ssh-auth"
@@ -47,7 +47,7 @@ def _base64(text: str) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
-def new_ssh_secret(job: MPIJob, key_pair: SSHKeyPair) -> dict[str, Any]:
+def new_ssh_secret(job: DefaultedMPIJob, key_pair: SSHKeyPair) -> dict[str, Any]:
     """The Secret in the form the API server stores and returns, so reads compare equal."""
     return {
         "apiVersion": "v1",

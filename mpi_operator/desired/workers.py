@@ -8,19 +8,19 @@ from gang import GangScheduler
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.desired import pod_templates
 
 DEFAULT_WORKER_COMMAND: Final = ("/usr/sbin/sshd", "-De")
 
 
-def worker_replica_index(job: MPIJob, index: int) -> int:
+def worker_replica_index(job: DefaultedMPIJob, index: int) -> int:
     """The replica-index label: shifted by one when the launcher holds index 0 as a worker."""
     return index + 1 if pod_templates.launcher_runs_as_worker(job) else index
 
 
 def new_worker_pod(
-    job: MPIJob, index: int, facts: ClusterFacts, gang: GangScheduler | None
+    job: DefaultedMPIJob, index: int, facts: ClusterFacts, gang: GangScheduler | None
 ) -> dict[str, Any]:
     """Worker pod ``index`` (0-based) of a defaulted, valid job."""
     spec = pod_templates.replica_spec(job, c.WORKER)

@@ -11,7 +11,7 @@ from typing import Any, Final
 from prometheus_client import Counter, Gauge, Histogram
 
 from mpi_operator.api import constants as c
-from mpi_operator.controller.conditions import find_condition, is_true
+from mpi_operator.controller.conditions import Condition, find_condition, is_true
 from mpi_operator.controller.ttl import parse_time
 
 JOBS_CREATED: Final = Counter(
@@ -92,7 +92,7 @@ def observe_transitions(
             JOBS_DURATION.labels(outcome).observe(ran)
 
 
-def _outcome(conditions: list[dict[str, Any]]) -> str:
+def _outcome(conditions: list[Condition]) -> str:
     if is_true(conditions, c.CONDITION_SUCCEEDED):
         return "succeeded"
     if is_true(conditions, c.CONDITION_FAILED):

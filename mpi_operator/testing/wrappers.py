@@ -11,8 +11,7 @@ import copy
 from typing import Any, Self
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.defaults import with_defaults
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.defaults import DefaultedMPIJob, with_defaults
 from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob
 
 DEFAULT_IMAGE = "mpioperator/mpi-pi:openmpi"
@@ -96,11 +95,11 @@ class MPIJobWrapper:
     def obj(self) -> dict[str, Any]:
         return copy.deepcopy(self._obj)
 
-    def job(self) -> MPIJob:
+    def job(self) -> DefaultedMPIJob:
         """The parsed, validated job with defaults applied."""
         return load_valid_mpijob(self.obj())
 
-    def defaulted(self) -> MPIJob:
+    def defaulted(self) -> DefaultedMPIJob:
         """The parsed job with defaults applied, not validated: for builder tests that mirror
         upstream's, whose pod templates are too sparse for the API server (no image, say)."""
         return with_defaults(parse_mpijob(self.obj()))

@@ -36,6 +36,30 @@ def test_defaults_are_not_written_into_the_parsed_object() -> None:
     assert job.to_dict() == obj
 
 
+def test_a_defaulted_job_keeps_unknown_fields_and_writes_its_defaults() -> None:
+    obj = MPIJobWrapper().workers(1).clean_pod_policy("All").obj()
+    obj["futureTopLevel"] = {"a": 1}
+    obj["spec"]["futureSpecField"] = [1, 2]
+    # Beside runPolicy, the field's Python name is just an unknown field.
+    obj["spec"]["run_policy"] = {"suspend": True}
+    defaulted = with_defaults(parse_mpijob(obj))
+    wire = defaulted.to_dict()
+    assert wire["futureTopLevel"] == {"a": 1}
+    assert wire["spec"]["futureSpecField"] == [1, 2]
+    assert wire["spec"]["run_policy"] == {"suspend": True}
+    assert wire["spec"]["runPolicy"] == {"cleanPodPolicy": "All"}
+    assert wire["spec"]["slotsPerWorker"] == 1
+    assert defaulted.spec.run_policy.suspend is None
+
+
+def test_a_job_without_spec_gets_a_defaulted_one() -> None:
+    obj = MPIJobWrapper().obj()
+    del obj["spec"]
+    spec = with_defaults(parse_mpijob(obj)).to_dict()["spec"]
+    assert spec["runPolicy"] == {"cleanPodPolicy": "None"}
+    assert spec["mpiImplementation"] == "OpenMPI"
+
+
 @pytest.mark.parametrize(
     ("job", "expected"),
     [
