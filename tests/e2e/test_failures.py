@@ -12,6 +12,8 @@ from __future__ import annotations
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from mpi_operator.testing.wrappers import MPIJobWrapper
+
 from .clusters import SIM, E2ECluster, wait_until
 from .operator import (
     OperatorProcess,
@@ -42,6 +44,10 @@ def replaced(cluster: E2ECluster, namespace: str, name: str, old_uid: str) -> bo
     return bool(pod.metadata.uid != old_uid and pod.status.phase == "Running")
 
 
+def waiting_for_workers(name: str) -> MPIJobWrapper:
+    return sim_job(name).launcher_creation_policy("WaitForWorkersReady")
+
+
 def worker_failures(job: dict[str, object]) -> object:
     status = job.get("status") or {}
     assert isinstance(status, dict)
@@ -51,15 +57,10 @@ def worker_failures(job: dict[str, object]) -> object:
 def test_wait_for_workers_ready_recovers_from_a_worker_that_fails_before_the_launcher(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = (
-        sim_job("recovers")
-        .launcher_creation_policy("WaitForWorkersReady")
-        # Held, so that the job cannot finish before the replacement runs, should the
-        # launcher have been created in the moment both workers were Ready.
-        .template_annotation("Launcher", SIM + "hold", "true")
-        .obj()
-    )
-    create_mpijob(cluster, namespace, job)
+    # Held, so that the job cannot finish before the replacement runs, should the launcher
+    # have been created in the moment both workers were Ready.
+    job = waiting_for_workers("recovers").template_annotation("Launcher", SIM + "hold", "true")
+    create_mpijob(cluster, namespace, job.obj())
     old = wait_until(
         lambda: pod_uid(cluster, namespace, "recovers-worker-1"), 60, message="worker 1"
     )
@@ -81,8 +82,7 @@ def test_with_no_retries_a_failed_worker_fails_the_job_and_no_launcher_starts(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:
     job = (
-        sim_job("spent")
-        .launcher_creation_policy("WaitForWorkersReady")
+        waiting_for_workers("spent")
         .template_annotation("Worker", SIM + "exit-code", "7")
         .template_annotation("Worker", SIM + "run-for", "1ms")
         .run_policy(backoffLimit=0)
