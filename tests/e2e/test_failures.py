@@ -83,6 +83,8 @@ def test_with_no_retries_a_failed_worker_fails_the_job_and_no_launcher_starts(
 ) -> None:
     job = (
         waiting_for_workers("spent")
+        # Held: a launcher created in the moment the workers were Ready must be stopped.
+        .template_annotation("Launcher", SIM + "hold", "true")
         .template_annotation("Worker", SIM + "exit-code", "7")
         .template_annotation("Worker", SIM + "run-for", "1ms")
         .run_policy(backoffLimit=0)
@@ -96,11 +98,14 @@ def test_with_no_retries_a_failed_worker_fails_the_job_and_no_launcher_starts(
     assert "exited with code 7" in cause["message"]
     assert failed["status"]["completionTime"]
     # The workers are Ready for a moment before they fail: a launcher created in that moment
-    # is stopped with the job.
-    for launcher in cluster.batch.list_namespaced_job(namespace).items:
-        assert launcher.spec.suspend is True
+    # is stopped by the sync after the one that failed the job.
     wait_until(
-        lambda: not pods_of(cluster, namespace, "spent", "launcher"), 60, message="no launcher"
+        lambda: (
+            all(j.spec.suspend for j in cluster.batch.list_namespaced_job(namespace).items)
+            and not pods_of(cluster, namespace, "spent", "launcher")
+        ),
+        60,
+        message="no launcher running",
     )
 
 
