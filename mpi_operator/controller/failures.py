@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.errors import one_line
 from mpi_operator.api.meta import metadata_of
 
 # What the API server defaults a Job's backoffLimit to; the launcher Job gets it when the
@@ -132,20 +133,9 @@ def pod_failure(pod: dict[str, Any]) -> PodFailure:
 
 
 def escape(text: str) -> str:
-    """Control characters as visible escapes, so a log tail stays on one line of
-    ``kubectl describe`` and cannot move the terminal's cursor."""
-    return "".join(_escaped(ch) for ch in text.strip())
-
-
-def _escaped(ch: str) -> str:
-    if ch == "\n":
-        return "\\n"
-    if ch == "\t":
-        return "\\t"
-    code = ord(ch)
-    if code < 0x20 or 0x7F <= code < 0xA0:
-        return f"\\x{code:02x}"
-    return ch
+    """A log tail on one line of ``kubectl describe``, unable to move the terminal's cursor:
+    the field errors' escaping."""
+    return one_line(text.strip())
 
 
 def bounded(head: str, tail: str = "") -> str:
