@@ -62,13 +62,16 @@ def backoff_limit(job: DefaultedMPIJob) -> int:
 
 def recorded_worker_failures(status: dict[str, Any]) -> int:
     worker = (status.get("replicaStatuses") or {}).get(c.WORKER) or {}
-    failed = worker.get("failed")
-    return failed if isinstance(failed, int) and failed > 0 else 0
+    return _count(worker.get("failed"))
 
 
 def launcher_failures(launcher: dict[str, Any] | None) -> int:
-    failed = ((launcher or {}).get("status") or {}).get("failed")
-    return failed if isinstance(failed, int) and failed > 0 else 0
+    return _count(((launcher or {}).get("status") or {}).get("failed"))
+
+
+def _count(value: object) -> int:
+    """A count read from a status anyone may write: a positive int, else 0."""
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def judge_worker_failures(
