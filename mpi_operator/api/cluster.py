@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from mpi_operator.api import constants as c
 from mpi_operator.api import dns
 
 
@@ -20,6 +21,8 @@ class ClusterFacts:
     cluster_domain: str = ""
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     default_priority: int = 0
+    # The image whose entrypoint copies kubectl into $TARGET_DIR, for KubectlExec launchers.
+    kubectl_delivery_image: str = c.DEFAULT_KUBECTL_DELIVERY_IMAGE
 
     def priority_of(self, class_name: str | None) -> int:
         """Priority a pod with this priorityClassName gets; unknown classes count as default."""

@@ -1,4 +1,5 @@
-"""Names and values fixed by the kubeflow.org/v2beta1 API and by kubeflow/mpi-operator.
+"""Names and values fixed by the kubeflow.org/v2beta1 and v1 APIs, kubeflow/mpi-operator and
+training-operator.
 
 Users' dashboards, selectors and scripts depend on these exact strings.
 """
@@ -8,6 +9,10 @@ from typing import Final, NamedTuple
 GROUP: Final = "kubeflow.org"
 VERSION: Final = "v2beta1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
+# training-operator's version, which Flyte writes; served from the same stored objects.
+VERSION_V1: Final = "v1"
+API_VERSION_V1: Final = f"{GROUP}/{VERSION_V1}"
+API_VERSIONS: Final = (API_VERSION, API_VERSION_V1)
 KIND: Final = "MPIJob"
 PLURAL: Final = "mpijobs"
 SINGULAR: Final = "mpijob"
@@ -55,6 +60,23 @@ CLEAN_POD_POLICIES: Final = (CLEAN_POD_POLICY_ALL, CLEAN_POD_POLICY_NONE, CLEAN_
 RESTART_POLICY_NEVER: Final = "Never"
 RESTART_POLICY_ON_FAILURE: Final = "OnFailure"
 RESTART_POLICIES: Final = (RESTART_POLICY_NEVER, RESTART_POLICY_ON_FAILURE)
+RESTART_POLICY_ALWAYS: Final = "Always"
+RESTART_POLICY_EXIT_CODE: Final = "ExitCode"
+# What kubeflow.org/v1 allows, for jobs that follow its rules (TRANSPORT_KUBECTL_EXEC).
+V1_RESTART_POLICIES: Final = (
+    RESTART_POLICY_ALWAYS,
+    RESTART_POLICY_EXIT_CODE,
+    RESTART_POLICY_NEVER,
+    RESTART_POLICY_ON_FAILURE,
+)
+
+# How the launcher starts processes on the workers. SSH is kubeflow/mpi-operator's (v2beta1);
+# KubectlExec is training-operator's (v1): kubectl exec, no sshd, workers kept alive by sleep.
+# A job keeps the transport of the API version that created it (the CRD defaults it per version).
+TRANSPORT_SSH: Final = "SSH"
+TRANSPORT_KUBECTL_EXEC: Final = "KubectlExec"
+TRANSPORTS: Final = (TRANSPORT_KUBECTL_EXEC, TRANSPORT_SSH)
+DEFAULT_TRANSPORT: Final = {VERSION: TRANSPORT_SSH, VERSION_V1: TRANSPORT_KUBECTL_EXEC}
 
 LAUNCHER_CREATION_AT_STARTUP: Final = "AtStartup"
 LAUNCHER_CREATION_WAIT_FOR_WORKERS_READY: Final = "WaitForWorkersReady"
@@ -69,9 +91,16 @@ CONFIG_MOUNT_PATH: Final = "/etc/mpi"
 # The operator's own volumes; a template may not name a volume like them.
 SSH_AUTH_VOLUME: Final = "ssh-auth"
 CONFIG_VOLUME: Final = "mpi-job-config"
-RESERVED_VOLUMES: Final = (SSH_AUTH_VOLUME, CONFIG_VOLUME)
+KUBECTL_VOLUME: Final = "mpi-job-kubectl"
+RESERVED_VOLUMES: Final = (SSH_AUTH_VOLUME, CONFIG_VOLUME, KUBECTL_VOLUME)
 HOSTFILE_NAME: Final = "hostfile"
 DISCOVER_HOSTS_SCRIPT_NAME: Final = "discover_hosts.sh"
+# KubectlExec: mpirun's remote shell, and where the launcher's kubectl is copied to.
+KUBEXEC_SCRIPT_NAME: Final = "kubexec.sh"
+KUBECTL_MOUNT_PATH: Final = "/opt/kube"
+# Built by this project from the Kubernetes release it pins (hack/images); training-operator's
+# kubeflow/kubectl-delivery images work the same way (entrypoint copies to $TARGET_DIR).
+DEFAULT_KUBECTL_DELIVERY_IMAGE: Final = "docker.io/library/mpi-operator-kubectl-delivery:v1.34.1"
 
 CONDITION_CREATED: Final = "Created"
 CONDITION_RUNNING: Final = "Running"

@@ -1,11 +1,12 @@
 """The MPIJob CustomResourceDefinition, derived from the pydantic models.
 
-``python -m mpi_operator.api.crd`` prints ``crds/kubeflow.org_mpijobs.yaml``. The schema is
-built by walking the models in ``v2beta1``: wire names from aliases, descriptions from
-``Field(description=...)`` (or the class docstring), types from annotations and every
-admission rule from the ``x-crd`` metadata next to the field. Nothing here is written by
-hand except the shapes that carry the operator's own knowledge: the replica-spec map, the
-pod template, resource quantities and the printer columns.
+``python -m mpi_operator.api.crd`` prints ``crds/kubeflow.org_mpijobs.yaml``. It serves
+kubeflow.org/v2beta1 (stored) and v1 with one schema each, both built by walking the models
+in ``v2beta1`` (they differ only where a field says ``by_version``): wire names from aliases,
+descriptions from ``Field(description=...)`` (or the class docstring), types from
+annotations and every admission rule from the ``x-crd`` metadata next to the field. Nothing
+here is written by hand except the shapes that carry the operator's own knowledge: the
+replica-spec map, the pod template, resource quantities and the printer columns.
 
 The result must be a *structural* schema (every node typed, no references, no type inside
 ``anyOf`` except int-or-string), which is why this is a walker over the annotations and not a
@@ -14,6 +15,7 @@ rewrite of pydantic's JSON schema.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import sys
 import types
@@ -64,7 +66,11 @@ _KEYWORDS: Final = {
 }
 # x-crd keys that choose the shape of the node instead of annotating it.
 _SHAPES: Final = frozenset({"pod_template", "replica_specs", "resource_list", "opaque"})
-_OTHER_KEYS: Final = frozenset({"validations", "list_map_keys", "required", "maximum_reason"})
+_OTHER_KEYS: Final = frozenset(
+    {"validations", "list_map_keys", "required", "maximum_reason", "by_version"}
+)
+# Served versions, the stored one first; v1 is training-operator's, which Flyte writes.
+VERSIONS: Final = (c.VERSION, c.VERSION_V1)
 _KNOWN_KEYS: Final = frozenset(_KEYWORDS) | _SHAPES | _OTHER_KEYS
 
 _SCALARS: Final[dict[object, str]] = {bool: "boolean", int: "integer", str: "string"}
@@ -131,11 +137,24 @@ PRINTER_COLUMNS: Final[list[Schema]] = [
         "description": "MPI implementation of the job.",
         "jsonPath": ".spec.mpiImplementation",
     },
+    {
+        "name": "Transport",
+        "type": "string",
+        "priority": 1,
+        "description": "How the launcher reaches the workers: SSH or KubectlExec.",
+        "jsonPath": ".spec.transport",
+    },
 ]
 
 
 def custom_resource_definition() -> dict[str, Any]:
-    """The apiextensions.k8s.io/v1 CustomResourceDefinition of kubeflow.org/v2beta1 MPIJob."""
+    """The apiextensions.k8s.io/v1 CustomResourceDefinition of the MPIJob, served as
+    kubeflow.org/v2beta1 (stored) and v1.
+
+    No conversion: both versions declare the same fields, so the API server, which prunes
+    with the target version's schema after every conversion, keeps all of them either way,
+    and nothing stands between a client and the stored object. The per-version default of
+    spec.transport records which API created a job."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -150,23 +169,25 @@ def custom_resource_definition() -> dict[str, Any]:
                 "shortNames": list(c.SHORT_NAMES),
             },
             "scope": "Namespaced",
+            "conversion": {"strategy": "None"},
             "versions": [
                 {
-                    "name": c.VERSION,
+                    "name": version,
                     "served": True,
-                    "storage": True,
+                    "storage": version == c.VERSION,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": [dict(column) for column in PRINTER_COLUMNS],
-                    "schema": {"openAPIV3Schema": openapi_schema()},
+                    "schema": {"openAPIV3Schema": openapi_schema(version)},
                 }
+                for version in VERSIONS
             ],
         },
     }
 
 
-def openapi_schema() -> Schema:
-    """The structural OpenAPI v3 schema of an MPIJob."""
-    schema = _model_schema(MPIJob, root=True)
+def openapi_schema(version: str = c.VERSION) -> Schema:
+    """The structural OpenAPI v3 schema of an MPIJob served as ``version``."""
+    schema = _model_schema(MPIJob, version, root=True)
     schema["description"] = _docstring(MPIJob)
     schema["x-kubernetes-validations"] = _name_rules()
     return schema
@@ -175,10 +196,11 @@ def openapi_schema() -> Schema:
 def _name_rules() -> list[Schema]:
     """The job name's rules, which only the root can state (CEL sees metadata.name there).
 
-    The name becomes the Service's name, so it is a DNS-1035 label; and the last worker's pod
-    name, ``<name>-worker-<replicas-1>``, is a host name of at most 63 characters. Messages
-    follow ``validation.py``. A rule's fieldPath may not point into metadata (the API server
-    owns its schema), so the messages name the field.
+    The name becomes the Service's name, so it is a DNS-1035 label (with KubectlExec, which
+    has no Service, a DNS-1123 label); and the last worker's pod name,
+    ``<name>-worker-<replicas-1>``, is a host name of at most 63 characters. Messages follow
+    ``validation.py``. A rule's fieldPath may not point into metadata (the API server owns its
+    schema), so the messages name the field.
     """
     worker = f'self.spec.mpiReplicaSpecs["{c.WORKER}"]'
     has_workers = (
@@ -190,13 +212,25 @@ def _name_rules() -> list[Schema]:
     # over the CEL budget.
     last_index = f'({has_workers} ? string({worker}.replicas - 1) : "0")'
     room = f"{dns.DNS1123_LABEL_MAX - len(WORKER_INFIX)} - size({last_index})"
+    kubectl_exec = (
+        "has(self.spec) && has(self.spec.transport) && "
+        f"self.spec.transport == '{c.TRANSPORT_KUBECTL_EXEC}'"
+    )
     return [
         {
-            "rule": f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')",
+            "rule": f"({kubectl_exec}) || self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')",
             "message": (
                 f"{NAME_FIELD}: must be a DNS-1035 label (lower case alphanumeric characters or "
                 "'-', starting with a letter and ending with an alphanumeric character): the "
                 "job's Service takes its name"
+            ),
+        },
+        {
+            "rule": f"!({kubectl_exec}) || self.metadata.name.matches('{DNS1123_LABEL_PATTERN}')",
+            "message": (
+                f"{NAME_FIELD}: must be a DNS-1123 label (lower case alphanumeric characters or "
+                "'-', starting and ending with an alphanumeric character): its pods' names are "
+                "their host names"
             ),
         },
         {
@@ -221,7 +255,7 @@ def render() -> str:
 # -- the walker ------------------------------------------------------------------------------
 
 
-def _model_schema(model: type[BaseModel], *, root: bool = False) -> Schema:
+def _model_schema(model: type[BaseModel], version: str, *, root: bool = False) -> Schema:
     properties: dict[str, Schema] = {}
     required: list[str] = []
     rules: list[Schema] = []
@@ -231,8 +265,8 @@ def _model_schema(model: type[BaseModel], *, root: bool = False) -> Schema:
             # The API server owns the schema of ObjectMeta; a CRD may only say it is an object.
             properties[wire_name] = {"type": "object"}
             continue
-        extra = _crd_extra(field, f"{model.__name__}.{name}")
-        properties[wire_name] = _field_schema(field, extra, f"{model.__name__}.{name}")
+        extra = _crd_extra(field, f"{model.__name__}.{name}", version)
+        properties[wire_name] = _field_schema(field, extra, f"{model.__name__}.{name}", version)
         if field.is_required() or extra.get("required", False):
             required.append(wire_name)
         if extra.get("replica_specs"):
@@ -245,8 +279,8 @@ def _model_schema(model: type[BaseModel], *, root: bool = False) -> Schema:
     return schema
 
 
-def _field_schema(field: FieldInfo, extra: dict[str, Any], where: str) -> Schema:
-    schema = _type_schema(_without_none(field.annotation), extra, where)
+def _field_schema(field: FieldInfo, extra: dict[str, Any], where: str, version: str) -> Schema:
+    schema = _type_schema(_without_none(field.annotation), extra, where, version)
     description = field.description
     if description:
         schema["description"] = description
@@ -267,39 +301,40 @@ def _field_schema(field: FieldInfo, extra: dict[str, Any], where: str) -> Schema
     return schema
 
 
-def _type_schema(annotation: object, extra: dict[str, Any], where: str) -> Schema:
+def _type_schema(annotation: object, extra: dict[str, Any], where: str, version: str) -> Schema:
     shapes = sorted(key for key, value in extra.items() if key in _SHAPES and value)
     if len(shapes) > 1:
         raise TypeError(f"{where}: x-crd names more than one shape: {shapes}")
     if shapes:
-        return _shape_schema(shapes[0], annotation, where)
+        return _shape_schema(shapes[0], annotation, where, version)
     if annotation in _SCALARS:
         return {"type": _SCALARS[annotation]}
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return _nested_model_schema(annotation)
+        return _nested_model_schema(annotation, version)
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is list and len(args) == 1:
-        return {"type": "array", "items": _item_schema(args[0], f"{where}[]")}
+        return {"type": "array", "items": _item_schema(args[0], f"{where}[]", version)}
     if origin is dict and len(args) == 2 and args[0] is str:
-        return {"type": "object", "additionalProperties": _item_schema(args[1], f"{where}{{}}")}
+        values = _item_schema(args[1], f"{where}{{}}", version)
+        return {"type": "object", "additionalProperties": values}
     raise TypeError(
         f"{where}: no CRD schema for {annotation!r}; describe it with x-crd metadata "
         "(pod_template, resource_list, opaque, ...)"
     )
 
 
-def _item_schema(annotation: object, where: str) -> Schema:
+def _item_schema(annotation: object, where: str, version: str) -> Schema:
     """Schema of a list item or map value: no field metadata, so the model's docstring."""
-    return _type_schema(annotation, {}, where)
+    return _type_schema(annotation, {}, where, version)
 
 
-def _nested_model_schema(model: type[BaseModel]) -> Schema:
-    schema = _model_schema(model)
+def _nested_model_schema(model: type[BaseModel], version: str) -> Schema:
+    schema = _model_schema(model, version)
     schema["description"] = _docstring(model)
     return schema
 
 
-def _shape_schema(shape: str, annotation: object, where: str) -> Schema:
+def _shape_schema(shape: str, annotation: object, where: str, version: str) -> Schema:
     if shape == "pod_template":
         _expect(annotation, dict[str, Any], where)
         return _pod_template_schema()
@@ -310,7 +345,7 @@ def _shape_schema(shape: str, annotation: object, where: str) -> Schema:
         _expect(annotation, dict[str, int | str], where)
         return {"type": "object", "additionalProperties": _quantity_schema()}
     _expect(annotation, dict[str, ReplicaSpec], where)
-    return _replica_specs_schema()
+    return _replica_specs_schema(version)
 
 
 def _quantity_schema() -> Schema:
@@ -323,12 +358,12 @@ def _quantity_schema() -> Schema:
     }
 
 
-def _replica_specs_schema() -> Schema:
+def _replica_specs_schema(version: str) -> Schema:
     """The Launcher/Worker map; the rules about each role sit on the parent (see below)."""
     allowed = ", ".join(f'"{replica_type}"' for replica_type in c.REPLICA_TYPES)
     return {
         "type": "object",
-        "additionalProperties": _nested_model_schema(ReplicaSpec),
+        "additionalProperties": _nested_model_schema(ReplicaSpec, version),
         # Bounds the cost of the rule that iterates the keys.
         "maxProperties": len(c.REPLICA_TYPES),
         "x-kubernetes-validations": [
@@ -460,7 +495,7 @@ def _container_schema() -> Schema:
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _crd_extra(field: FieldInfo, where: str) -> dict[str, Any]:
+def _crd_extra(field: FieldInfo, where: str, version: str) -> dict[str, Any]:
     extra = field.json_schema_extra
     if extra is None:
         return {}
@@ -472,7 +507,12 @@ def _crd_extra(field: FieldInfo, where: str) -> dict[str, Any]:
     unknown = set(crd) - _KNOWN_KEYS
     if unknown:
         raise TypeError(f"{where}: unknown x-crd keys {sorted(unknown)}")
-    return dict(crd)
+    keywords: dict[str, Any] = dict(crd)
+    by_version = keywords.pop("by_version", {})
+    if not isinstance(by_version, dict) or set(by_version) - set(VERSIONS):
+        raise TypeError(f"{where}: by_version must map served versions to keywords")
+    # A copy: the versions' schemas must share no node, or YAML would write anchors.
+    return copy.deepcopy({**keywords, **by_version.get(version, {})})
 
 
 def _without_none(annotation: object) -> object:

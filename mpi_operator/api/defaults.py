@@ -29,14 +29,24 @@ class DefaultedMPIJob(MPIJob):
 
     spec: DefaultedMPIJobSpec
 
+    @property
+    def uses_ssh(self) -> bool:
+        """SSH, kubeflow/mpi-operator's transport; otherwise kubectl exec, training-operator's."""
+        return self.spec.transport != c.TRANSPORT_KUBECTL_EXEC
+
 
 def with_defaults(job: MPIJob) -> DefaultedMPIJob:
     """A copy of ``job`` with every default filled in; ``job`` is left untouched."""
     job = job.model_copy(deep=True)
     spec = job.spec or MPIJobSpec()
     run_policy = spec.run_policy or RunPolicy()
+    if spec.transport is None:
+        # What the CRD defaults it to in the version the job was written in.
+        version = (job.api_version or "").rpartition("/")[2]
+        spec.transport = c.DEFAULT_TRANSPORT.get(version, c.TRANSPORT_SSH)
     if run_policy.clean_pod_policy is None:
-        run_policy.clean_pod_policy = c.CLEAN_POD_POLICY_NONE
+        # kubeflow.org/v1's deprecated spec-level field stands in for it.
+        run_policy.clean_pod_policy = spec.clean_pod_policy or c.CLEAN_POD_POLICY_NONE
     if spec.slots_per_worker is None:
         spec.slots_per_worker = c.DEFAULT_SLOTS_PER_WORKER
     if spec.ssh_auth_mount_path is None:
@@ -51,7 +61,10 @@ def with_defaults(job: MPIJob) -> DefaultedMPIJob:
     if replica_specs is not None:
         launcher = replica_specs.get(c.LAUNCHER)
         if launcher is not None:
-            _default_replica(launcher, c.RESTART_POLICY_ON_FAILURE, replicas=1)
+            # training-operator's default for the launcher is Never, like the workers'.
+            exec_launcher = spec.transport == c.TRANSPORT_KUBECTL_EXEC
+            restart = c.RESTART_POLICY_NEVER if exec_launcher else c.RESTART_POLICY_ON_FAILURE
+            _default_replica(launcher, restart, replicas=1)
         worker = replica_specs.get(c.WORKER)
         if worker is not None:
             # Worker replicas stay unset: validation reports a missing count by name.

@@ -21,6 +21,12 @@ def launcher_name(job: MPIJob) -> str:
     return f"{job.name}-launcher"
 
 
+def launcher_access_name(job: MPIJob) -> str:
+    """The ServiceAccount, Role and RoleBinding that let a KubectlExec launcher exec into its
+    workers (training-operator's names)."""
+    return f"{job.name}-launcher"
+
+
 def worker_name(job: MPIJob, index: int) -> str:
     return f"{job.name}-worker-{index}"
 

@@ -1,8 +1,10 @@
-"""Pydantic models of the kubeflow.org/v2beta1 MPIJob.
+"""Pydantic models of the kubeflow.org/v2beta1 MPIJob, and of v1 through the same objects.
 
 These models are the single source of truth for the CRD schema (see ``crd.py``):
 descriptions, enums, minimums, admission rules and API-server defaults are declared
-here, next to the field they describe.
+here, next to the field they describe. The CRD serves v2beta1 (stored) and v1 with the
+same fields, the union of both APIs, so no field is lost when a job written through one
+version is read or patched through the other; ``by_version`` holds what differs.
 
 Two rules keep users' objects intact:
 - every model allows unknown fields, so a job written for a newer API round-trips;
@@ -42,7 +44,8 @@ below that point. Longer names reach the limit sooner, which ``desired`` checks.
 
 
 def _schema(**extra: Any) -> dict[str, Any]:
-    """CRD schema keywords for a field, read by the CRD generator."""
+    """CRD schema keywords for a field, read by the CRD generator. ``by_version`` maps an API
+    version to keywords that replace the others in that version's schema."""
     return {"x-crd": extra}
 
 
@@ -202,9 +205,13 @@ class ReplicaSpec(APIModel):
         default=None,
         description=(
             "Restart policy of the pods, overriding the template's: OnFailure (launcher "
-            "default) or Never (worker default)."
+            "default) or Never (worker default). Through kubeflow.org/v1 also Always and "
+            "ExitCode, and Never is the launcher's default too."
         ),
-        json_schema_extra=_schema(enum=list(c.RESTART_POLICIES)),
+        json_schema_extra=_schema(
+            enum=list(c.RESTART_POLICIES),
+            by_version={c.VERSION_V1: {"enum": list(c.V1_RESTART_POLICIES)}},
+        ),
     )
 
 
@@ -249,6 +256,38 @@ class MPIJobSpec(APIModel):
         default=None,
         description="MPI implementation of the images: OpenMPI, Intel or MPICH.",
         json_schema_extra=_schema(enum=list(c.MPI_IMPLEMENTATIONS), default=c.OPENMPI),
+    )
+    transport: str | None = Field(
+        default=None,
+        description=(
+            "How the launcher starts processes on the workers: SSH (keys in a Secret, sshd in "
+            "the workers, a headless Service) or KubectlExec (kubectl exec into the workers, "
+            "which sleep unless they have a command, as training-operator runs kubeflow.org/v1 "
+            "jobs). Defaults to the creating API version's: SSH for v2beta1, KubectlExec for "
+            "v1. Immutable."
+        ),
+        json_schema_extra=_schema(
+            enum=list(c.TRANSPORTS),
+            by_version={
+                version: {"default": transport}
+                for version, transport in c.DEFAULT_TRANSPORT.items()
+            },
+            validations=[{"rule": "self == oldSelf", "message": "transport is immutable"}],
+        ),
+    )
+    main_container: str | None = Field(
+        default=None,
+        description=(
+            "kubeflow.org/v1: the worker container the launcher execs processes in "
+            "(KubectlExec). Defaults to the first container."
+        ),
+    )
+    clean_pod_policy: str | None = Field(
+        default=None,
+        description=(
+            "kubeflow.org/v1, deprecated: runPolicy.cleanPodPolicy, which wins when both are set."
+        ),
+        json_schema_extra=_schema(enum=list(c.CLEAN_POD_POLICIES)),
     )
 
 
@@ -327,7 +366,7 @@ class MPIJob(APIModel):
 
     api_version: str | None = Field(
         default=None,
-        description="Versioned schema of this object: kubeflow.org/v2beta1.",
+        description="Versioned schema of this object: kubeflow.org/v2beta1 or kubeflow.org/v1.",
     )
     kind: str | None = Field(default=None, description="Kind of this object: MPIJob.")
     metadata: dict[str, Any] = Field(default_factory=dict)

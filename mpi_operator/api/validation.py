@@ -27,7 +27,8 @@ from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, crd_keywords, integer_
 
 
 def parse_mpijob(obj: object) -> MPIJob:
-    """Parse a kubeflow.org/v2beta1 MPIJob from its wire form; raises InvalidMPIJobError."""
+    """Parse a kubeflow.org/v2beta1 or v1 MPIJob from its wire form; raises
+    InvalidMPIJobError."""
     if not isinstance(obj, Mapping):
         raise InvalidMPIJobError(
             [FieldError("", f"must be an MPIJob object, found {_kind_of(obj)}")]
@@ -36,9 +37,8 @@ def parse_mpijob(obj: object) -> MPIJob:
     if problems:
         raise InvalidMPIJobError(problems)
     mismatched = [
-        FieldError(field, f"unsupported value {quoted(obj.get(field))}: must be {quoted(expected)}")
-        for field, expected in (("apiVersion", c.API_VERSION), ("kind", c.KIND))
-        if obj.get(field) != expected
+        *_one_of("apiVersion", obj.get("apiVersion"), c.API_VERSIONS),
+        *_one_of("kind", obj.get("kind"), (c.KIND,)),
     ]
     if mismatched:
         raise InvalidMPIJobError(mismatched)
@@ -79,6 +79,9 @@ def _errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     yield from _one_of(
         "spec.runPolicy.cleanPodPolicy", run_policy.clean_pod_policy, c.CLEAN_POD_POLICIES
     )
+    if spec.clean_pod_policy is not None:
+        yield from _one_of("spec.cleanPodPolicy", spec.clean_pod_policy, c.CLEAN_POD_POLICIES)
+    yield from _one_of("spec.transport", spec.transport, c.TRANSPORTS)
     for field, value in (
         ("ttlSecondsAfterFinished", run_policy.ttl_seconds_after_finished),
         ("activeDeadlineSeconds", run_policy.active_deadline_seconds),
@@ -87,7 +90,9 @@ def _errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
         yield from _non_negative(f"spec.runPolicy.{field}", value)
     if run_policy.managed_by is not None:
         yield from _one_of("spec.runPolicy.managedBy", run_policy.managed_by, c.MANAGED_BY_VALUES)
-    if not spec.ssh_auth_mount_path:
+    if not job.uses_ssh:
+        yield from _main_container_errors(job)
+    elif not spec.ssh_auth_mount_path:
         yield FieldError("spec.sshAuthMountPath", "must have a mount path for SSH credentials")
     elif _same_path(spec.ssh_auth_mount_path, c.CONFIG_MOUNT_PATH):
         yield FieldError(
@@ -101,7 +106,7 @@ def _errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     yield from _scheduling_policy_errors(job)
 
 
-def _metadata_errors(job: MPIJob) -> Iterator[FieldError]:
+def _metadata_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     metadata = job.metadata
     typed = True
     for field in ("name", "namespace", "uid"):
@@ -120,16 +125,23 @@ def _metadata_errors(job: MPIJob) -> Iterator[FieldError]:
     yield from _name_errors(job)
 
 
-def _name_errors(job: MPIJob) -> Iterator[FieldError]:
+def _name_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     if not job.name:
         yield FieldError("metadata.name", "is required")
         return
-    # The job's Service is named after it, so the name itself is a DNS-1035 label.
-    for problem in dns.dns1035_label(job.name):
-        yield FieldError(
-            "metadata.name",
-            f"invalid value {quoted(job.name)} for the name of the job's Service: {problem}",
-        )
+    if job.uses_ssh:
+        # The job's Service is named after it, so the name itself is a DNS-1035 label.
+        for problem in dns.dns1035_label(job.name):
+            yield FieldError(
+                "metadata.name",
+                f"invalid value {quoted(job.name)} for the name of the job's Service: {problem}",
+            )
+    else:
+        for problem in dns.dns1123_label(job.name):
+            yield FieldError(
+                "metadata.name",
+                f"invalid value {quoted(job.name)}: its pods' names are host names: {problem}",
+            )
     # The last worker's pod name doubles as its DNS hostname, so it bounds the job name.
     last_worker = f"{job.name}-worker-{max(job.replicas(c.WORKER), 1) - 1}"
     if len(last_worker) > dns.DNS1123_LABEL_MAX:
@@ -195,16 +207,35 @@ def _replica_specs_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
 def _replica_errors(
     path: str, spec: ReplicaSpec, job: DefaultedMPIJob, role: str
 ) -> Iterator[FieldError]:
-    yield from _one_of(f"{path}.restartPolicy", spec.restart_policy, c.RESTART_POLICIES)
+    allowed = c.RESTART_POLICIES if job.uses_ssh else c.V1_RESTART_POLICIES
+    yield from _one_of(f"{path}.restartPolicy", spec.restart_policy, allowed)
     yield from template_errors(f"{path}.template", spec.template, _operator_mounts(job, role))
 
 
 def _operator_mounts(job: DefaultedMPIJob, role: str) -> OperatorMounts:
     """Where the operator mounts its volumes in the role's first container."""
-    paths = [job.spec.ssh_auth_mount_path or c.DEFAULT_SSH_AUTH_MOUNT_PATH]
+    paths = [job.spec.ssh_auth_mount_path or c.DEFAULT_SSH_AUTH_MOUNT_PATH] if job.uses_ssh else []
     if role == c.LAUNCHER:
         paths.append(c.CONFIG_MOUNT_PATH)
+        if not job.uses_ssh:
+            paths.append(c.KUBECTL_MOUNT_PATH)
     return OperatorMounts(tuple(paths))
+
+
+def _main_container_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
+    """kubectl exec targets the named worker container, which must exist."""
+    name = job.spec.main_container
+    worker = job.replica_spec(c.WORKER)
+    if name is None or worker is None:
+        return
+    pod_spec = (worker.template or {}).get("spec")
+    containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
+    found = [container.get("name") for container in containers or [] if isinstance(container, dict)]
+    if name not in found:
+        yield FieldError(
+            "spec.mainContainer",
+            f"must name a container of the {c.WORKER} template, found {quoted(name)}",
+        )
 
 
 def _same_path(left: str, right: str) -> bool:
@@ -224,7 +255,8 @@ def _scheduling_policy_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
 def _one_of(path: str, value: str | None, allowed: tuple[str, ...]) -> Iterator[FieldError]:
     if value not in allowed:
         choices = ", ".join(f'"{a}"' for a in allowed)
-        yield FieldError(path, f'unsupported value "{value}": must be one of {choices}')
+        expected = f"one of {choices}" if len(allowed) > 1 else choices
+        yield FieldError(path, f"unsupported value {quoted(value)}: must be {expected}")
 
 
 def _non_negative(path: str, value: int | None) -> Iterator[FieldError]:

@@ -78,3 +78,11 @@ def _filtered(cond: Condition, new_type: str) -> Condition | None:
     if terminal and old_type in (c.CONDITION_RUNNING, c.CONDITION_FAILED):
         return {**cond, "status": "False"}
     return cond
+
+
+def remove_condition(conditions: list[Condition], condition_type: str) -> bool:
+    """Remove a condition in place; returns False when there was none."""
+    kept = [cond for cond in conditions if cond.get("type") != condition_type]
+    removed = len(kept) != len(conditions)
+    conditions[:] = kept
+    return removed

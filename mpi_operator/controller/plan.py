@@ -32,7 +32,12 @@ from mpi_operator.api.errors import FieldError, InvalidMPIJobError
 from mpi_operator.api.meta import is_controlled_by, metadata_of
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.api.validation import parse_mpijob, with_defaults_and_errors
-from mpi_operator.controller.conditions import is_finished, is_true, set_condition
+from mpi_operator.controller.conditions import (
+    is_finished,
+    is_true,
+    remove_condition,
+    set_condition,
+)
 from mpi_operator.controller.failures import (
     WorkerFailures,
     backoff_limit,
@@ -52,6 +57,7 @@ from mpi_operator.controller.status import (
 )
 from mpi_operator.controller.ttl import seconds_until_deletion
 from mpi_operator.desired.config import new_config_map
+from mpi_operator.desired.kubectl_exec import exec_access
 from mpi_operator.desired.launcher import (
     launcher_pod_template,
     new_launcher_job,
@@ -83,7 +89,18 @@ _KINDS: Final = {
     "secrets": "Secret",
     "pods": "Pod",
     "jobs": "Job",
+    "serviceaccounts": "ServiceAccount",
+    "roles": "Role",
+    "rolebindings": "RoleBinding",
 }
+# What a KubectlExec launcher's exec access needs kept current, by kind; and what of it goes
+# when the job stops running (the account grants nothing on its own).
+_EXEC_ACCESS_FIELDS: Final = {
+    "serviceaccounts": (),
+    "roles": ("rules",),
+    "rolebindings": ("subjects",),
+}
+_REVOKED: Final = ("rolebindings", "roles")
 
 
 @dataclass(frozen=True)
@@ -227,7 +244,7 @@ class _Sync:
         if launcher is not None and not done:
             self._sync_launcher_suspension(launcher, workers)
         if self.suspended:
-            if not self._clean_up_workers():
+            if not self._clean_up_workers() or not self._revoke_exec_access():
                 return self.plan
             workers = []
         launcher_pods = self.view.launcher_pods(launcher) if launcher is not None else []
@@ -254,7 +271,7 @@ class _Sync:
         self.plan.requeue_after = left
         if self.ctx.gang is not None:
             self._observe_gang(self.ctx.gang, placed_only=True)
-        if not self._stop_launcher():
+        if not self._stop_launcher() or not self._revoke_exec_access():
             return self.plan
         cleans = self.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING)
         if cleans and not self._clean_up_workers():
@@ -287,13 +304,8 @@ class _Sync:
             ):
                 continue
             self._write("delete", "pods", pod["metadata"]["name"], batch=WORKER_PODS)
-        for resource, name in self._gang_object_names():
-            gang_object = self.view.get(resource, self.ns, name)
-            if gang_object is None:
-                continue
-            if not self._owned(gang_object, resource):
-                return False
-            self._write("delete", resource, name)
+        if not self._delete_owned(self._gang_object_names()):
+            return False
         # Worker failures stay counted: they are the job's history, and suspension does not
         # give retries back.
         failed = recorded_worker_failures(self.status)
@@ -309,6 +321,7 @@ class _Sync:
             Child.SERVICE: self._ensure_service,
             Child.CONFIG_MAP: self._ensure_config_map,
             Child.SSH_SECRET: self._ensure_secret,
+            Child.EXEC_ACCESS: self._ensure_exec_access,
             Child.GANG_OBJECTS: self._ensure_gang_objects,
             Child.WORKERS: self._ensure_workers,
             Child.LAUNCHER: self._ensure_launcher,
@@ -375,6 +388,44 @@ class _Sync:
             updated = copy.deepcopy(current)
             updated["data"] = desired["data"]
             self._write("update", "secrets", name, updated, batch=SHARED_OBJECTS)
+        return True
+
+    def _ensure_exec_access(self) -> bool:
+        """The launcher's account, Role and binding: created, and the Role kept naming the
+        job's current workers."""
+        for resource, desired in exec_access(self.job):
+            name = desired["metadata"]["name"]
+            current = self.view.get(resource, self.ns, name)
+            if current is None:
+                self._write("create", resource, name, desired, batch=SHARED_OBJECTS)
+                continue
+            if not self._owned(current, resource):
+                return False
+            fields = _EXEC_ACCESS_FIELDS[resource]
+            if any(current.get(key) != desired[key] for key in fields):
+                updated = copy.deepcopy(current)
+                updated.update({key: desired[key] for key in fields})
+                self._write("update", resource, name, updated, batch=SHARED_OBJECTS)
+        return True
+
+    def _revoke_exec_access(self) -> bool:
+        """Take away the launcher's exec rights once the job no longer runs (finished or
+        suspended); a resumed job gets them again."""
+        if self.job.uses_ssh:
+            return True
+        name = names.launcher_access_name(self.job)
+        return self._delete_owned([(resource, name) for resource in _REVOKED])
+
+    def _delete_owned(self, objects: Sequence[tuple[str, str]]) -> bool:
+        """Delete each (resource, name) that is cached; False, deleting nothing more, at the
+        first one that is not ours."""
+        for resource, name in objects:
+            current = self.view.get(resource, self.ns, name)
+            if current is None:
+                continue
+            if not self._owned(current, resource):
+                return False
+            self._write("delete", resource, name)
         return True
 
     def _ensure_gang_objects(self) -> bool:
@@ -447,6 +498,12 @@ class _Sync:
         ):
             return
         conditions = self.status.setdefault("conditions", [])
+        if state.scheduled and not self.job.uses_ssh:
+            # kubeflow.org/v1 readers (Flyte) take the newest True condition for the job's
+            # phase and know no GangScheduled: a placed gang's condition goes, its event stays.
+            if remove_condition(conditions, c.CONDITION_GANG_SCHEDULED):
+                self.plan.events.append(Event(NORMAL, state.reason, state.message))
+            return
         status = "True" if state.scheduled else "False"
         changed = set_condition(
             conditions,

@@ -1,7 +1,10 @@
-"""The job's ConfigMap: the static hostfile and the discover_hosts.sh script.
+"""The job's ConfigMap: the static hostfile and the discover_hosts.sh script (and, over
+kubectl exec, mpirun's remote shell, kubexec.sh).
 
 The hostfile lists every host the spec asks for; discover_hosts.sh lists the hosts that
-are running right now, for Elastic Horovod's host discovery.
+are running right now, for Elastic Horovod's host discovery. Over SSH a host is the pod's
+name in the job's Service domain; over kubectl exec it is the pod's name, which kubexec.sh
+is given.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import child_metadata
+from mpi_operator.desired.kubectl_exec import kubexec_script
 from mpi_operator.desired.pod_templates import launcher_runs_as_worker
 
 MAX_CONFIG_MAP_BYTES: Final = 1024 * 1024
@@ -22,11 +26,13 @@ MAX_CONFIG_MAP_BYTES: Final = 1024 * 1024
 
 
 def host_fqdn(job: DefaultedMPIJob, pod_name: str, facts: ClusterFacts) -> str:
-    """The pod's name through the headless Service.
+    """The pod's name through the headless Service (over kubectl exec, the pod's name).
 
     Without a configured cluster domain the name stops at ``svc`` and relies on the pods'
     DNS search path, as upstream does.
     """
+    if not job.uses_ssh:
+        return pod_name
     fqdn = f"{pod_name}.{names.service_name(job)}.{job.namespace}.svc"
     return f"{fqdn}.{facts.cluster_domain}" if facts.cluster_domain else fqdn
 
@@ -63,7 +69,9 @@ def discover_hosts_script(
     """
     hosts = [names.launcher_name(job)] if launcher_runs_as_worker(job) else []
     hosts += sorted(running_worker_names)
-    return "#!/bin/sh\n" + "".join(f"echo {host_fqdn(job, pod, facts)}\n" for pod in hosts)
+    # training-operator's lines over kubectl exec name the slots, as horovodrun reads them.
+    slots = "" if job.uses_ssh else f":{job.spec.slots_per_worker}"
+    return "#!/bin/sh\n" + "".join(f"echo {host_fqdn(job, pod, facts)}{slots}\n" for pod in hosts)
 
 
 def new_config_map(
@@ -77,6 +85,7 @@ def new_config_map(
         "data": {
             c.HOSTFILE_NAME: hostfile(job, facts),
             c.DISCOVER_HOSTS_SCRIPT_NAME: discover_hosts_script(job, facts, running_worker_names),
+            **({} if job.uses_ssh else {c.KUBEXEC_SCRIPT_NAME: kubexec_script(job)}),
         },
     }
 

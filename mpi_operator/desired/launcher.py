@@ -10,7 +10,7 @@ from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import child_metadata
-from mpi_operator.desired import pod_templates
+from mpi_operator.desired import kubectl_exec, pod_templates
 
 HOSTFILE_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
 # Workers may not be resolvable yet when mpirun starts; ssh retries instead of failing.
@@ -42,6 +42,28 @@ _IMPLEMENTATION_ENV: Final[dict[str, tuple[tuple[str, str], ...]]] = {
         ("HYDRA_LAUNCHER_EXTRA_ARGS", SSH_CONNECT_RETRIES),
     ),
 }
+# The same over kubectl exec: kubexec.sh is the remote shell. Workers have no kubectl, so
+# Open MPI must start every daemon from the launcher, never through a worker (tree spawn).
+_KUBECTL_EXEC_ENV: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    c.OPENMPI: (
+        ("OMPI_MCA_plm_rsh_agent", kubectl_exec.KUBEXEC_PATH),
+        ("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
+        ("OMPI_MCA_plm_rsh_no_tree_spawn", "true"),
+        ("PRTE_MCA_plm_ssh_agent", kubectl_exec.KUBEXEC_PATH),
+        ("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
+        ("PRTE_MCA_plm_ssh_no_tree_spawn", "true"),
+    ),
+    c.INTEL_MPI: (
+        ("I_MPI_HYDRA_HOST_FILE", HOSTFILE_PATH),
+        ("I_MPI_HYDRA_BOOTSTRAP", "rsh"),
+        ("I_MPI_HYDRA_BOOTSTRAP_EXEC", kubectl_exec.KUBEXEC_PATH),
+    ),
+    c.MPICH: (
+        ("HYDRA_HOST_FILE", HOSTFILE_PATH),
+        ("HYDRA_LAUNCHER", "rsh"),
+        ("HYDRA_LAUNCHER_EXEC", kubectl_exec.KUBEXEC_PATH),
+    ),
+}
 # MPICH has no per-host slot variable: it reads the slots from the hostfile only.
 _SLOTS_ENV: Final[dict[str, tuple[str, ...]]] = {
     c.OPENMPI: ("OMPI_MCA_orte_set_default_slots", "PRTE_MCA_prte_set_default_slots"),
@@ -55,6 +77,11 @@ _CONFIG_VOLUME_ITEMS: Final = (
     {"key": c.HOSTFILE_NAME, "path": c.HOSTFILE_NAME, "mode": 0o444},
     {"key": c.DISCOVER_HOSTS_SCRIPT_NAME, "path": c.DISCOVER_HOSTS_SCRIPT_NAME, "mode": 0o555},
 )
+_KUBEXEC_VOLUME_ITEM: Final = {
+    "key": c.KUBEXEC_SCRIPT_NAME,
+    "path": c.KUBEXEC_SCRIPT_NAME,
+    "mode": 0o555,
+}
 
 
 def template_sets_restart_policy(job: DefaultedMPIJob) -> bool:
@@ -72,7 +99,8 @@ def launcher_env(job: DefaultedMPIJob) -> list[dict[str, str]]:
     """Variables appended to container 0: role, MPI implementation, slots, GPU blanks."""
     implementation = job.spec.mpi_implementation or c.OPENMPI
     env = [{"name": pod_templates.ROLE_ENV, "value": c.ROLE_LAUNCHER}]
-    env += [{"name": k, "value": v} for k, v in _IMPLEMENTATION_ENV.get(implementation, ())]
+    transport_env = _IMPLEMENTATION_ENV if job.uses_ssh else _KUBECTL_EXEC_ENV
+    env += [{"name": k, "value": v} for k, v in transport_env.get(implementation, ())]
     slots = str(job.spec.slots_per_worker)
     env += [{"name": name, "value": slots} for name in _SLOTS_ENV.get(implementation, ())]
     if not pod_templates.launcher_runs_as_worker(job):
@@ -90,20 +118,22 @@ def launcher_pod_template(
     template = pod_templates.role_template(
         job, spec, c.ROLE_LAUNCHER, names.launcher_name(job), index, facts
     )
-    pod_templates.set_restart_policy(template, spec)
+    pod_templates.set_restart_policy(template, spec, in_job=True)
     container = pod_templates.main_container(template)
     pod_templates.keep_last_words(container)
     pod_templates.append_to(container, "env", *launcher_env(job))
-    pod_templates.mount_ssh_auth(template, job)
+    items = [dict(item) for item in _CONFIG_VOLUME_ITEMS]
+    if job.uses_ssh:
+        pod_templates.mount_ssh_auth(template, job)
+    else:
+        kubectl_exec.give_launcher_kubectl(template, job, facts)
+        items.append(dict(_KUBEXEC_VOLUME_ITEM))
     pod_templates.append_to(
         template["spec"],
         "volumes",
         {
             "name": c.CONFIG_VOLUME,
-            "configMap": {
-                "name": names.config_map_name(job),
-                "items": [dict(item) for item in _CONFIG_VOLUME_ITEMS],
-            },
+            "configMap": {"name": names.config_map_name(job), "items": items},
         },
     )
     pod_templates.append_to(

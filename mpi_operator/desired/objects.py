@@ -12,6 +12,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.desired.config import config_map_errors, new_config_map
+from mpi_operator.desired.kubectl_exec import exec_access, role_errors
 from mpi_operator.desired.launcher import new_launcher_job
 from mpi_operator.desired.pod_templates import (
     dns_search_errors,
@@ -29,9 +30,10 @@ def render_errors(
     """Problems of a valid job that only show once its objects meet the cluster's facts and
     the gang scheduler: a ConfigMap too large for the API server, a DNS search list it would
     refuse, pod annotations over its limit with the gang scheduler's added."""
+    transport_errors = dns_search_errors(job, facts) if job.uses_ssh else role_errors(job)
     return [
         *config_map_errors(job, facts),
-        *dns_search_errors(job, facts),
+        *transport_errors,
         *gang_annotation_errors(job, gang),
     ]
 
@@ -42,6 +44,7 @@ class Child(Enum):
     SERVICE = "Service"
     CONFIG_MAP = "ConfigMap"
     SSH_SECRET = "Secret"
+    EXEC_ACCESS = "the launcher's exec access"
     GANG_OBJECTS = "the gang's objects"
     WORKERS = "worker Pods"
     LAUNCHER = "launcher Job"
@@ -50,13 +53,19 @@ class Child(Enum):
 def children(job: DefaultedMPIJob, gang: GangScheduler | None) -> tuple[Child, ...]:
     """The job's children in creation order: everything the launcher needs exists before it
     starts, and the gang's objects before the pods that join them. A suspended job gets
-    neither gang objects nor workers, and a suspended launcher Job.
+    neither gang objects nor workers (nor, over kubectl exec, the launcher's exec access),
+    and a suspended launcher Job.
 
     Rendering and the operator's sync both walk this list, so a new child, or a new rule of
     when one exists, is one edit here.
     """
-    order = [Child.SERVICE, Child.CONFIG_MAP, Child.SSH_SECRET]
+    if job.uses_ssh:
+        order = [Child.SERVICE, Child.CONFIG_MAP, Child.SSH_SECRET]
+    else:
+        order = [Child.CONFIG_MAP]
     if not is_suspended(job):
+        if not job.uses_ssh:
+            order.append(Child.EXEC_ACCESS)
         if gang_objects_of(gang) is not None:
             order.append(Child.GANG_OBJECTS)
         order.append(Child.WORKERS)
@@ -89,6 +98,8 @@ def iter_desired_objects(
             yield new_config_map(job, facts)
         elif child is Child.SSH_SECRET:
             yield new_ssh_secret(job, ssh_key or generate_ssh_key_pair())
+        elif child is Child.EXEC_ACCESS:
+            yield from (obj for _, obj in exec_access(job))
         elif child is Child.GANG_OBJECTS and (with_objects := gang_objects_of(gang)):
             yield from with_objects.gang_objects(job, facts)
         elif child is Child.WORKERS:

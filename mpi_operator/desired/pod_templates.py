@@ -126,9 +126,14 @@ def set_host_identity(
     template: dict[str, Any], job: DefaultedMPIJob, hostname: str, facts: ClusterFacts
 ) -> None:
     """Hostname, subdomain and DNS search path that make the pod resolvable through the
-    job's Service, and let it resolve every pod of the job (itself included) by short name."""
+    job's Service, and let it resolve every pod of the job (itself included) by short name.
+
+    Over kubectl exec, hosts are pod names and nothing resolves them: the hostname alone
+    lets mpirun recognise the launcher's own entry in the hostfile."""
     spec = template["spec"]
     spec["hostname"] = hostname
+    if not job.uses_ssh:
+        return
     spec["subdomain"] = names.service_name(job)
     if spec.get("hostNetwork") is True:
         # Without it a host-network pod resolves with the node's resolv.conf and never
@@ -140,9 +145,16 @@ def set_host_identity(
     dns_config["searches"] = [*(dns_config.get("searches") or []), dns_search_domain(job, facts)]
 
 
-def set_restart_policy(template: dict[str, Any], spec: ReplicaSpec) -> None:
-    """The replica-level restart policy replaces the template's."""
-    template["spec"]["restartPolicy"] = spec.restart_policy
+def set_restart_policy(template: dict[str, Any], spec: ReplicaSpec, *, in_job: bool) -> None:
+    """The replica-level restart policy replaces the template's. kubeflow.org/v1's ExitCode
+    leaves retries to the job's failure budget, so the kubelet restarts nothing; a Job's pods
+    (the launcher's) cannot restart Always, only OnFailure."""
+    policy = spec.restart_policy
+    if policy == c.RESTART_POLICY_EXIT_CODE:
+        policy = c.RESTART_POLICY_NEVER
+    elif policy == c.RESTART_POLICY_ALWAYS and in_job:
+        policy = c.RESTART_POLICY_ON_FAILURE
+    template["spec"]["restartPolicy"] = policy
 
 
 def keep_last_words(container: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""Worker pods: sshd servers the launcher's mpirun starts ranks on."""
+"""Worker pods: sshd servers the launcher's mpirun starts ranks on, or pods it execs into."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.desired import pod_templates
+from mpi_operator.desired import kubectl_exec, pod_templates
 
 DEFAULT_WORKER_COMMAND: Final = ("/usr/sbin/sshd", "-De")
 
@@ -28,17 +28,20 @@ def new_worker_pod(
     template = pod_templates.role_template(
         job, spec, c.ROLE_WORKER, name, worker_replica_index(job, index), facts
     )
-    pod_templates.set_restart_policy(template, spec)
+    pod_templates.set_restart_policy(template, spec, in_job=False)
     container = pod_templates.main_container(template)
     pod_templates.keep_last_words(container)
-    # mpirun reaches workers over ssh; a container that chose its own command or args
-    # (an entrypoint that starts sshd itself, say) keeps it.
-    if not container.get("command") and not container.get("args"):
+    if not job.uses_ssh:
+        kubectl_exec.keep_worker_alive(container)
+    elif not container.get("command") and not container.get("args"):
+        # mpirun reaches workers over ssh; a container that chose its own command or args
+        # (an entrypoint that starts sshd itself, say) keeps it.
         container["command"] = list(DEFAULT_WORKER_COMMAND)
     pod_templates.append_to(
         container, "env", {"name": pod_templates.ROLE_ENV, "value": c.ROLE_WORKER}
     )
-    pod_templates.mount_ssh_auth(template, job)
+    if job.uses_ssh:
+        pod_templates.mount_ssh_auth(template, job)
     pod = pod_templates.owned_pod_template(template, job, gang)
     return {
         "apiVersion": "v1",

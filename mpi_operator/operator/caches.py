@@ -8,6 +8,7 @@ are dropped from every object.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -28,7 +29,10 @@ from mpi_operator.runtime.client import (
     JOBS,
     PODS,
     PRIORITY_CLASSES,
+    ROLE_BINDINGS,
+    ROLES,
     SECRETS,
+    SERVICE_ACCOUNTS,
     SERVICES,
     Client,
     Resource,
@@ -91,8 +95,9 @@ class Caches:
     def view(self) -> CacheView:
         return CacheView(self)
 
-    def facts(self, cluster_domain: str) -> ClusterFacts:
-        """Cluster facts from the PriorityClass cache (empty when gang scheduling is off)."""
+    def facts(self, static: ClusterFacts) -> ClusterFacts:
+        """``static`` (the flags' facts) with the PriorityClass cache's (empty when gang
+        scheduling is off)."""
         classes: dict[str, int] = {}
         default = 0
         if self.priority_classes is not None:
@@ -101,7 +106,7 @@ class Caches:
                 classes[name] = value
                 if obj.get(GLOBAL_DEFAULT_PRIORITY):
                     default = value
-        return ClusterFacts(cluster_domain, classes, default)
+        return dataclasses.replace(static, priority_classes=classes, default_priority=default)
 
 
 def build_caches(client: Client, namespace: str | None, gang: GangScheduler | None) -> Caches:
@@ -118,6 +123,10 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
         CONFIGMAPS.plural: child(CONFIGMAPS),
         SECRETS.plural: child(SECRETS),
         JOBS.plural: child(JOBS),
+        # A KubectlExec launcher's exec access.
+        SERVICE_ACCOUNTS.plural: child(SERVICE_ACCOUNTS),
+        ROLES.plural: child(ROLES),
+        ROLE_BINDINGS.plural: child(ROLE_BINDINGS),
         PODS.plural: child(
             PODS,
             transform=chain_transforms(strip_managed_fields, pod_status_only),

@@ -39,7 +39,10 @@ from mpi_operator.runtime.client import (
     CONFIGMAPS,
     JOBS,
     PODS,
+    ROLE_BINDINGS,
+    ROLES,
     SECRETS,
+    SERVICE_ACCOUNTS,
     SERVICES,
     ApiError,
     Client,
@@ -112,7 +115,20 @@ def own_budget_groups(gang: GangScheduler | None) -> tuple[str, ...]:
 
 def resources_for(gang: GangScheduler | None) -> dict[str, Resource]:
     """Where each resource a sync plan writes lives in the API."""
-    resources = {r.plural: r for r in (SERVICES, CONFIGMAPS, SECRETS, PODS, JOBS, MPIJOBS)}
+    resources = {
+        r.plural: r
+        for r in (
+            SERVICES,
+            CONFIGMAPS,
+            SECRETS,
+            SERVICE_ACCOUNTS,
+            ROLES,
+            ROLE_BINDINGS,
+            PODS,
+            JOBS,
+            MPIJOBS,
+        )
+    }
     resources.update((resource.plural, resource) for resource in gang_resources(gang))
     return resources
 
@@ -173,7 +189,7 @@ class Operator:
             ApiWriter(client, resources_for(self.gang)),
             recorder,
             self.gang,
-            options.cluster_domain,
+            options.static_facts(),
             pool=pool,
             nudges=nudges,
         )

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Final
 
 import gang
-from mpi_operator.api.cluster import rendering_flag_problems
+from mpi_operator.api import constants as c
+from mpi_operator.api.cluster import ClusterFacts, rendering_flag_problems
 
 DEFAULT_LEASE_NAME: Final = "mpi-operator"
 
@@ -32,10 +33,18 @@ class Options:
     controller_queue_rate_limit: float = 10.0
     controller_queue_burst: int = 100
     cluster_domain: str = ""
+    mpi_kubectl_delivery_image: str = c.DEFAULT_KUBECTL_DELIVERY_IMAGE
     health_port: int = 8080
     bind_address: str = "0.0.0.0"
     leader_elect: bool = True
     verbosity: int = 0
+
+    def static_facts(self) -> ClusterFacts:
+        """What the flags tell of the cluster; the caches add what they watch."""
+        return ClusterFacts(
+            cluster_domain=self.cluster_domain,
+            kubectl_delivery_image=self.mpi_kubectl_delivery_image,
+        )
 
 
 class OptionsError(ValueError):
@@ -95,6 +104,12 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
     )
     _flag(parser, "controller-queue-burst", type=int, default=100, help="work queue retry burst")
     _flag(parser, "cluster-domain", default="", help="appended to host names in the hostfile")
+    _flag(
+        parser,
+        "mpi-kubectl-delivery-image",
+        default=c.DEFAULT_KUBECTL_DELIVERY_IMAGE,
+        help="image that copies kubectl into KubectlExec launchers (training-operator's flag)",
+    )
     _flag(parser, "health-port", type=int, default=8080, help="port serving /healthz and /readyz")
     _flag(
         parser,
@@ -135,6 +150,7 @@ def options_from(namespace: argparse.Namespace) -> Options:
         controller_queue_rate_limit=namespace.controller_queue_rate_limit,
         controller_queue_burst=namespace.controller_queue_burst,
         cluster_domain=namespace.cluster_domain,
+        mpi_kubectl_delivery_image=namespace.mpi_kubectl_delivery_image,
         health_port=namespace.health_port,
         bind_address=namespace.bind_address,
         leader_elect=namespace.leader_elect,
@@ -164,3 +180,6 @@ def _problems(options: Options) -> Iterator[str]:
     if options.leader_elect and not options.lock_namespace:
         yield "--lock-namespace: must not be empty while --leader-elect is true"
     yield from rendering_flag_problems(options.gang_scheduling, options.cluster_domain)
+    image = options.mpi_kubectl_delivery_image
+    if not image or image != image.strip() or any(ch.isspace() for ch in image):
+        yield f"--mpi-kubectl-delivery-image {image!r}: must be an image reference"

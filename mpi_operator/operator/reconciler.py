@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from gang import GangScheduler
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.controller.execute import Writer, execute
 from mpi_operator.controller.plan import Action, Plan, SyncContext, plan_sync
 from mpi_operator.controller.status import Event
@@ -46,7 +47,7 @@ class MPIJobReconciler:
         writer: Writer,
         recorder: EventRecorder,
         gang: GangScheduler | None,
-        cluster_domain: str = "",
+        static_facts: ClusterFacts | None = None,
         now: Callable[[], str] = rfc3339_now,
         expectations: Expectations | None = None,
         pool: Executor | None = None,
@@ -57,7 +58,7 @@ class MPIJobReconciler:
         self._writer = writer
         self._recorder = recorder
         self._gang = gang
-        self._cluster_domain = cluster_domain
+        self._static_facts = static_facts or ClusterFacts()
         self._now = now
         self._expectations = expectations or Expectations()
         self._pool = pool
@@ -78,7 +79,7 @@ class MPIJobReconciler:
             # write status over a version we replaced. Their cache events enqueue the key.
             log.debug("caches behind our last writes; sync skipped")
             return Result(requeue_after=wait)
-        facts = self._caches.facts(self._cluster_domain)
+        facts = self._caches.facts(self._static_facts)
         nudge = self._nudges is not None and self._nudges.take(key)
         plan = plan_sync(obj, self._view, SyncContext(facts, self._gang, self._now(), nudge=nudge))
 

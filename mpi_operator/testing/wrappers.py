@@ -220,6 +220,15 @@ class MPIJobWrapper:
         self._obj["spec"][field] = value
         return self
 
+    def transport(self, transport: str) -> Self:
+        return self.spec_field("transport", transport)
+
+    def v1(self) -> Self:
+        """The job as a kubeflow.org/v1 client (Flyte) writes it, with the transport the API
+        server defaults that version to."""
+        self._obj["apiVersion"] = c.API_VERSION_V1
+        return self.transport(c.TRANSPORT_KUBECTL_EXEC)
+
     def slots_per_worker(self, slots: int) -> Self:
         return self.spec_field("slotsPerWorker", slots)
 

@@ -188,14 +188,18 @@ def test_unusable_input_is_one_line(
         pytest.param(
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
             [
-                'apiVersion: unsupported value "v1": must be "kubeflow.org/v2beta1"',
+                'apiVersion: unsupported value "v1": must be one of "kubeflow.org/v2beta1", '
+                '"kubeflow.org/v1"',
                 'kind: unsupported value "Pod": must be "MPIJob"',
             ],
             id="wrong kind",
         ),
         pytest.param(
-            "apiVersion: kubeflow.org/v1\nkind: MPIJob\n",
-            ['apiVersion: unsupported value "kubeflow.org/v1": must be "kubeflow.org/v2beta1"'],
+            "apiVersion: kubeflow.org/v1beta2\nkind: MPIJob\n",
+            [
+                'apiVersion: unsupported value "kubeflow.org/v1beta2": must be one of '
+                '"kubeflow.org/v2beta1", "kubeflow.org/v1"'
+            ],
             id="wrong apiVersion",
         ),
         pytest.param(

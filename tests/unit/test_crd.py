@@ -46,6 +46,12 @@ def schema(definition: dict[str, Any]) -> Schema:
     return version["schema"]["openAPIV3Schema"]
 
 
+@pytest.fixture(scope="module")
+def v1_schema(definition: dict[str, Any]) -> Schema:
+    version: dict[str, Any] = definition["spec"]["versions"][1]
+    return version["schema"]["openAPIV3Schema"]
+
+
 def node(schema: Schema, path: str) -> Schema:
     """The schema node at a dotted path; ``*`` steps into a map's values or a list's items."""
     for part in path.split("."):
@@ -87,11 +93,35 @@ def test_registration(definition: dict[str, Any]) -> None:
         "singular": "mpijob",
         "shortNames": list(c.SHORT_NAMES),
     }
-    [version] = spec["versions"]
-    assert (version["name"], version["served"], version["storage"]) == ("v2beta1", True, True)
-    assert version["subresources"] == {"status": {}}
+    stored, v1 = spec["versions"]
+    assert (stored["name"], stored["served"], stored["storage"]) == ("v2beta1", True, True)
+    assert (v1["name"], v1["served"], v1["storage"]) == ("v1", True, False)
+    assert spec["conversion"] == {"strategy": "None"}
+    for version in (stored, v1):
+        assert version["subresources"] == {"status": {}}
+        assert version["additionalPrinterColumns"] == crd.PRINTER_COLUMNS
     # The operator, the SDK and the tooling reach MPIJobs there: it must be what is served.
-    assert (spec["group"], version["name"], spec["names"]["plural"]) == c.MPIJOB_RESOURCE
+    assert (spec["group"], stored["name"], spec["names"]["plural"]) == c.MPIJOB_RESOURCE
+
+
+def test_the_versions_differ_only_in_what_v1_allows_and_the_transport_default(
+    definition: dict[str, Any],
+) -> None:
+    """Both versions declare every field, so an object read or patched through either keeps
+    all of them; v1 only allows training-operator's restart policies and defaults to its
+    transport."""
+    stored, v1 = (v["schema"]["openAPIV3Schema"] for v in definition["spec"]["versions"])
+    expected = copy.deepcopy(stored)
+    node(expected, "spec.transport")["default"] = "KubectlExec"
+    node(expected, "spec.mpiReplicaSpecs.*.restartPolicy")["enum"] = [
+        "Always",
+        "ExitCode",
+        "Never",
+        "OnFailure",
+    ]
+    expected["properties"]["apiVersion"] = node(v1, "apiVersion")
+    assert v1 == expected
+    assert node(stored, "spec.transport")["default"] == "SSH"
 
 
 # -- structural schema ----------------------------------------------------------------------
@@ -201,7 +231,7 @@ def test_the_walker_refuses_what_it_cannot_describe() -> None:
         (WrongShape, "x-crd shape needs"),
     ]:
         with pytest.raises(TypeError, match=problem):
-            crd._model_schema(model)
+            crd._model_schema(model, c.VERSION)
 
 
 # -- the models are the source --------------------------------------------------------------
@@ -236,7 +266,8 @@ def test_fields_carry_their_model_metadata(schema: Schema, model: type[v2beta1.A
     for name, field in model.model_fields.items():
         field_node = model_node["properties"][field.alias or name]
         assert field_node["description"] == field.description
-        extra = (field.json_schema_extra or {}).get("x-crd", {})
+        extra = dict((field.json_schema_extra or {}).get("x-crd", {}))
+        extra.update(extra.pop("by_version", {}).get(c.VERSION, {}))  # the stored version's
         for key, keyword in _KEYWORDS.items():
             assert field_node.get(keyword) == extra.get(key), f"{model.__name__}.{name}.{key}"
 
@@ -274,6 +305,8 @@ def test_only_upstream_defaults(schema: Schema) -> None:
             "spec.launcherCreationPolicy",
             "spec.mpiImplementation",
             "spec.runPolicy.suspend",
+            # Ours: which API created the job (see test_the_versions_differ_...).
+            "spec.transport",
         ]
     )
 
@@ -587,7 +620,7 @@ def all_rules(schema: Schema, path: str = "") -> Iterator[tuple[str, Schema, dic
 
 def test_every_rule_compiles_and_says_what_is_wrong(schema: Schema) -> None:
     rules = list(all_rules(schema))
-    assert len(rules) == 10
+    assert len(rules) == 12
     for path, rule_node, rule in rules:
         _program(rule["rule"])
         assert rule["message"] and "\n" not in rule["message"], path
@@ -912,3 +945,72 @@ def test_template_and_name_rules_refuse(
 ) -> None:
     assert admission_errors(schema, obj) == expected
     assert operator_refuses(obj)
+
+
+# -- kubeflow.org/v1 -------------------------------------------------------------------------
+
+V1_NAME_RULE = (
+    "metadata.name: must be a DNS-1123 label (lower case alphanumeric characters or '-', "
+    "starting and ending with an alphanumeric character): its pods' names are their host names"
+)
+
+
+def flyte_like() -> MPIJobWrapper:
+    """A v1 job as Flyte's backend writes them: a generated name that may start with a digit,
+    restart policies v2beta1 does not have."""
+    return (
+        MPIJobWrapper("7f3a-n0-0")
+        .v1()
+        .workers(2)
+        .restart_policy("Launcher", "Always")
+        .restart_policy("Worker", "ExitCode")
+        .spec_field("mainContainer", "worker")
+        .spec_field("cleanPodPolicy", "All")
+    )
+
+
+def test_a_v1_job_is_admitted_through_v1(v1_schema: Schema) -> None:
+    obj = flyte_like().obj()
+    assert admission_errors(v1_schema, obj) == []
+    assert validate(parse_mpijob(obj)) == []
+
+
+def test_v1_restart_policies_only_through_v1(schema: Schema) -> None:
+    errors = admission_errors(schema, flyte_like().obj())
+    assert [e.split(":")[0] for e in errors] == [
+        "spec.mpiReplicaSpecs[Launcher].restartPolicy",
+        "spec.mpiReplicaSpecs[Worker].restartPolicy",
+    ]
+    ssh = changed(("spec.mpiReplicaSpecs.Worker.restartPolicy", "ExitCode"))
+    assert validate(parse_mpijob(ssh))[0].path == "spec.mpiReplicaSpecs[Worker].restartPolicy"
+
+
+@pytest.mark.parametrize(
+    ("name", "transport", "refused"),
+    [
+        pytest.param("7f3a-n0-0", "KubectlExec", False, id="digit first, no Service"),
+        pytest.param("7f3a-n0-0", "SSH", True, id="digit first, named Service"),
+        pytest.param("Upper", "KubectlExec", True, id="upper case"),
+    ],
+)
+def test_the_name_rule_follows_the_transport(
+    v1_schema: Schema, name: str, transport: str, refused: bool
+) -> None:
+    obj = MPIJobWrapper(name).v1().transport(transport).workers(1).obj()
+    errors = admission_errors(v1_schema, obj)
+    assert bool(errors) == refused == operator_refuses(obj)
+    if refused and transport == "KubectlExec":
+        assert errors == [V1_NAME_RULE]
+
+
+def test_the_transport_is_immutable(v1_schema: Schema) -> None:
+    old = flyte_like().metadata_field("name", "pi").obj()
+    new = flyte_like().metadata_field("name", "pi").transport("SSH").obj()
+    assert admission_errors(v1_schema, new, old) == ["spec.transport: transport is immutable"]
+
+
+def test_main_container_must_name_a_worker_container() -> None:
+    obj = flyte_like().spec_field("mainContainer", "mpi").obj()
+    assert [str(e) for e in validate(parse_mpijob(obj))] == [
+        'spec.mainContainer: must name a container of the Worker template, found "mpi"'
+    ]

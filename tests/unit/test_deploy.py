@@ -39,6 +39,19 @@ OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
     ("", "services"): ({"get", "list", "watch", "create", "update"}, "headless Service"),
     ("", "configmaps"): ({"get", "list", "watch", "create", "update"}, "hostfile"),
     ("", "secrets"): ({"get", "list", "watch", "create", "update"}, "SSH keys"),
+    ("", "serviceaccounts"): (
+        {"get", "list", "watch", "create", "update"},
+        "KubectlExec launcher's account",
+    ),
+    ("rbac.authorization.k8s.io", "roles"): (
+        {"get", "list", "watch", "create", "update", "delete"},
+        "exec into the job's workers, while it runs",
+    ),
+    ("rbac.authorization.k8s.io", "rolebindings"): (
+        {"get", "list", "watch", "create", "update", "delete"},
+        "binds that Role to the launcher's account",
+    ),
+    ("", "pods/exec"): ({"create", "get"}, "held to grant it to KubectlExec launchers"),
     ("", "events"): ({"create", "patch"}, "recorder: create, then patch the count"),
     ("batch", "jobs"): ({"get", "list", "watch", "create", "update"}, "launcher Job"),
     ("batch", "jobs/status"): ({"update"}, "resume clears status.startTime"),
@@ -74,6 +87,9 @@ PLAN_GROUPS = {
     "services": "",
     "configmaps": "",
     "secrets": "",
+    "serviceaccounts": "",
+    "roles": "rbac.authorization.k8s.io",
+    "rolebindings": "rbac.authorization.k8s.io",
     "jobs": "batch",
     "mpijobs": "kubeflow.org",
 }

@@ -297,13 +297,14 @@ def test_wrong_types_are_reported_by_field_without_a_traceback(
 @pytest.mark.parametrize(
     "obj",
     [
-        {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob"},
+        {"apiVersion": "kubeflow.org/v1alpha2", "kind": "MPIJob"},
         {"apiVersion": "kubeflow.org/v2beta1", "kind": "TFJob"},
+        {"apiVersion": "kubeflow.org/v1", "kind": "TFJob"},
         ["not", "an", "object"],
     ],
-    ids=["old api version", "other kind", "not an object"],
+    ids=["old api version", "other kind", "other v1 kind", "not an object"],
 )
-def test_only_v2beta1_mpijobs_are_accepted(obj: Any) -> None:
+def test_only_v2beta1_and_v1_mpijobs_are_accepted(obj: Any) -> None:
     with pytest.raises(InvalidMPIJobError) as raised:
         parse_mpijob(obj)
     assert len(raised.value.errors) == 1

@@ -65,8 +65,16 @@ same (tests/unit/test_chart.py compares them).
   resources: [pods]
   verbs: [get, list, watch, create, update, delete]
 - apiGroups: [""]
-  resources: [configmaps, secrets, services]
+  resources: [configmaps, secrets, serviceaccounts, services]
   verbs: [get, list, watch, create, update]
+# A KubectlExec launcher's exec access, revoked once the job stops running.
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, list, watch, create, update, delete]
+# Held only so the operator may grant it to a launcher (RBAC forbids granting more).
+- apiGroups: [""]
+  resources: [pods/exec]
+  verbs: [create, get]
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]

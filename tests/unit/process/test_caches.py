@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gang import select_gang_scheduler
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.operator.caches import build_caches, enqueue_gang_input_users, owning_mpijob_key
 from mpi_operator.runtime.client import Client
 from mpi_operator.testing.wrappers import MPIJobWrapper
@@ -89,7 +90,7 @@ def test_cluster_facts_come_from_the_priority_class_cache() -> None:
     store.upsert(
         {"metadata": {"name": "std", "resourceVersion": "1"}, "value": 10, "globalDefault": True}
     )
-    facts = caches.facts("example.org")
+    facts = caches.facts(ClusterFacts(cluster_domain="example.org"))
     assert facts.cluster_domain == "example.org"
     assert dict(facts.priority_classes) == {"high": 1000, "std": 10}
     assert facts.default_priority == 10

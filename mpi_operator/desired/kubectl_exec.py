@@ -1,0 +1,160 @@
+"""KubectlExec, the transport training-operator gives kubeflow.org/v1 jobs: the launcher's
+mpirun starts processes on the workers through ``kubectl exec``, so no image needs sshd and
+the job has no Secret or Service.
+
+The launcher runs under a ServiceAccount of its own, bound to a Role that allows exec into
+this job's worker pods and nothing else, and only while the job runs. The account its
+template names (for Flyte, the execution's account, which every task of a project shares)
+gains no right, so no other pod of the namespace does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Final
+
+from mpi_operator.api import constants as c
+from mpi_operator.api import names
+from mpi_operator.api.cluster import ClusterFacts
+from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.errors import FieldError
+from mpi_operator.api.meta import child_metadata
+from mpi_operator.desired import pod_templates
+
+KUBEXEC_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.KUBEXEC_SCRIPT_NAME}"
+KUBECTL_PATH: Final = f"{c.KUBECTL_MOUNT_PATH}/kubectl"
+KUBECTL_DELIVERY_CONTAINER: Final = "kubectl-delivery"
+# Workers without a command of their own wait for the launcher's exec (training-operator's).
+KEEP_ALIVE_COMMAND: Final = ("sleep",)
+KEEP_ALIVE_ARGS: Final = ("365d",)
+RBAC_API_VERSION: Final = "rbac.authorization.k8s.io/v1"
+# What the API server stores at most in one object (etcd's default request limit is 1.5 MiB;
+# the Role lists every worker twice).
+MAX_ROLE_BYTES: Final = 1024 * 1024
+
+# Copying one binary: enough with room to spare, and set so quota'd namespaces admit the pod.
+_DELIVERY_RESOURCES: Final = {"cpu": "100m", "memory": "128Mi"}
+# Passes the restricted Pod Security Standard, whatever the namespace enforces.
+_DELIVERY_SECURITY_CONTEXT: Final = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def exec_container(job: DefaultedMPIJob) -> str:
+    """The worker container processes run in: spec.mainContainer, else the first one."""
+    if job.spec.main_container:
+        return job.spec.main_container
+    template = pod_templates.replica_spec(job, c.WORKER).template or {}
+    return str(template["spec"]["containers"][0]["name"])
+
+
+def kubexec_script(job: DefaultedMPIJob) -> str:
+    """mpirun's remote shell: runs the command it is given in the worker pod it names.
+
+    Launchers without workers still get the script, so the launcher's mount never dangles.
+    """
+    container = exec_container(job) if job.replicas(c.WORKER) else ""
+    target = f" --container={container}" if container else ""
+    return (
+        f'#!/bin/sh\npod="$1"\nshift\nexec {KUBECTL_PATH} exec "$pod"{target} -- /bin/sh -c "$*"\n'
+    )
+
+
+def kubectl_delivery_container(job: DefaultedMPIJob, facts: ClusterFacts) -> dict[str, Any]:
+    """The launcher's init container that puts kubectl where kubexec.sh runs it."""
+    return {
+        "name": KUBECTL_DELIVERY_CONTAINER,
+        "image": facts.kubectl_delivery_image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": [
+            {"name": "TARGET_DIR", "value": c.KUBECTL_MOUNT_PATH},
+            {"name": "NAMESPACE", "value": job.namespace},
+        ],
+        "resources": {"requests": dict(_DELIVERY_RESOURCES), "limits": dict(_DELIVERY_RESOURCES)},
+        "securityContext": {
+            key: dict(value) if isinstance(value, dict) else value
+            for key, value in _DELIVERY_SECURITY_CONTEXT.items()
+        },
+        "volumeMounts": [{"name": c.KUBECTL_VOLUME, "mountPath": c.KUBECTL_MOUNT_PATH}],
+    }
+
+
+def give_launcher_kubectl(
+    template: dict[str, Any], job: DefaultedMPIJob, facts: ClusterFacts
+) -> None:
+    """Run the launcher under the job's own account, with kubectl delivered into it."""
+    spec = template["spec"]
+    spec["serviceAccountName"] = names.launcher_access_name(job)
+    # kubectl reads the account's token from the pod: a template that turned it off would
+    # leave the launcher unable to reach any worker.
+    spec["automountServiceAccountToken"] = True
+    pod_templates.append_to(spec, "initContainers", kubectl_delivery_container(job, facts))
+    pod_templates.append_to(spec, "volumes", {"name": c.KUBECTL_VOLUME, "emptyDir": {}})
+    pod_templates.append_to(
+        pod_templates.main_container(template),
+        "volumeMounts",
+        {"name": c.KUBECTL_VOLUME, "mountPath": c.KUBECTL_MOUNT_PATH},
+    )
+
+
+def keep_worker_alive(container: dict[str, Any]) -> None:
+    """A worker without a command sleeps while the launcher execs into it; its args (Flyte
+    puts the task's command there) are replaced, as training-operator replaces them."""
+    if not container.get("command"):
+        container["command"] = list(KEEP_ALIVE_COMMAND)
+        container["args"] = list(KEEP_ALIVE_ARGS)
+
+
+def _access_object(
+    job: DefaultedMPIJob, api_version: str, kind: str, **fields: Any
+) -> dict[str, Any]:
+    name = names.launcher_access_name(job)
+    metadata = child_metadata(job, name, {c.LABEL_APP: job.name})
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
+
+
+def role_rules(job: DefaultedMPIJob) -> list[dict[str, Any]]:
+    """Get and exec into this job's worker pods, by name: kubectl exec reads the pod first."""
+    workers = [names.worker_name(job, i) for i in range(job.replicas(c.WORKER))]
+    return [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": workers},
+        {
+            "apiGroups": [""],
+            "resources": ["pods/exec"],
+            # WebSocket clients (kubectl since 1.30) ask with get, SPDY ones with create.
+            "verbs": ["create", "get"],
+            "resourceNames": list(workers),
+        },
+    ]
+
+
+def exec_access(job: DefaultedMPIJob) -> list[tuple[str, dict[str, Any]]]:
+    """The launcher's account, its Role and the binding, in creation order, by plural."""
+    name = names.launcher_access_name(job)
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": job.namespace}
+    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+    return [
+        ("serviceaccounts", _access_object(job, "v1", "ServiceAccount")),
+        ("roles", _access_object(job, RBAC_API_VERSION, "Role", rules=role_rules(job))),
+        (
+            "rolebindings",
+            _access_object(
+                job, RBAC_API_VERSION, "RoleBinding", roleRef=role_ref, subjects=[subject]
+            ),
+        ),
+    ]
+
+
+def role_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
+    """Whether the Role naming every worker fits in what the API server stores."""
+    size = sum(len(name) + 3 for rule in role_rules(job) for name in rule["resourceNames"])
+    if size > MAX_ROLE_BYTES:
+        yield FieldError(
+            f"spec.mpiReplicaSpecs[{c.WORKER}].replicas",
+            f"{job.replicas(c.WORKER)} workers need a Role of about {size} bytes to let the "
+            f"launcher exec into them; the operator keeps it under {MAX_ROLE_BYTES}",
+        )
