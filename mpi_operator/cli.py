@@ -10,6 +10,7 @@ deployments that pass them must keep working, so commands only ever claim a bare
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +28,8 @@ from mpi_operator.sdk.offline import iter_render
 
 PROG: Final = "mpi-operator"
 USAGE_ERROR: Final = 2
+# What a shell reports for a process killed by SIGPIPE (128 + 13).
+BROKEN_PIPE: Final = 141
 _INT32: Final = range(-(2**31), 2**31)
 _INTEGER: Final = re.compile(r"^[+-]?[0-9]+$")
 
@@ -58,6 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE_ERROR
     except SystemExit as done:  # --help and --version
         return done.code if isinstance(done.code, int) else 0
+    except BrokenPipeError:
+        # The reader went away (`render ... | head`): stop quietly, as a Unix filter does, and
+        # keep the interpreter's final flush from failing on the closed pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
 
 
 # -- the operator ----------------------------------------------------------------------------

@@ -215,6 +215,10 @@ class E2ECluster:
         return k8s.CustomObjectsApi(self.api)
 
     @property
+    def rbac(self) -> k8s.RbacAuthorizationV1Api:
+        return k8s.RbacAuthorizationV1Api(self.api)
+
+    @property
     def jobs(self) -> MPIJobClient:
         """The SDK's MPIJob client on this cluster, as its admin."""
         client = self.state.get("sdk")

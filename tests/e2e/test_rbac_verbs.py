@@ -7,7 +7,8 @@ driven through the paths that need the grants: it adopts children an earlier ver
 without its label (create meets AlreadyExists, get, update), runs, suspends, resumes and
 suspends a job again (pods deleted, the launcher Job suspended and resumed, its start time
 cleared, a repeated event patched), deletes a finished job whose TTL has passed, keeps its
-leader Lease, and under gang scheduling adopts,
+leader Lease, grants a kubeflow.org/v1 job's launcher exec access and revokes it, and
+under gang scheduling adopts,
 nudges and deletes a waiting gang's PodGroup while watching PriorityClasses, Volcano queues or
 nodes. The audit log then says what it asked for and whether anything was refused; across
 the flavours every granted permission must have been asked for, but those the API server
@@ -74,6 +75,11 @@ NOT_REQUESTED: dict[Permission, str] = {
         "blockOwnerDeletion; the OwnerReferencesPermissionEnforcement admission plugin lets "
         "only who may update the owner's finalizers set it"
     ),
+    ("", "pods/exec", "create"): (
+        "the API server's escalation check when the operator creates a KubectlExec "
+        "launcher's Role: only who holds a permission may grant it"
+    ),
+    ("", "pods/exec", "get"): "the same check, for the Role's get (WebSocket exec)",
 }
 # What the operator stamps on a waiting coscheduling gang's PodGroup when capacity appears.
 CAPACITY_ANNOTATION = "training.kubeflow.org/capacity-changed-at"
@@ -202,6 +208,13 @@ def plant_unlabelled_children(
         "PodGroup": lambda o: cluster.custom.create_namespaced_custom_object(
             o["apiVersion"].split("/")[0], o["apiVersion"].split("/")[1], namespace, "podgroups", o
         ),
+        "ServiceAccount": lambda o: cluster.core.create_namespaced_service_account(
+            namespace, typed(k8s.V1ServiceAccount, o)
+        ),
+        "Role": lambda o: cluster.rbac.create_namespaced_role(namespace, typed(k8s.V1Role, o)),
+        "RoleBinding": lambda o: cluster.rbac.create_namespaced_role_binding(
+            namespace, typed(k8s.V1RoleBinding, o)
+        ),
     }
     planted = []
     for child in render(job, gang_scheduling=gang or None):
@@ -223,6 +236,9 @@ def labels_of(cluster: E2ECluster, namespace: str, kind: str, name: str) -> dict
         "Pod": lambda: cluster.core.read_namespaced_pod(name, namespace),
         "Job": lambda: cluster.batch.read_namespaced_job(name, namespace),
         "PodGroup": lambda: get_pod_group(cluster, namespace, name),
+        "ServiceAccount": lambda: cluster.core.read_namespaced_service_account(name, namespace),
+        "Role": lambda: cluster.rbac.read_namespaced_role(name, namespace),
+        "RoleBinding": lambda: cluster.rbac.read_namespaced_role_binding(name, namespace),
     }
     found = cluster.to_dict(readers[kind]()) or {}
     return dict((found.get("metadata") or {}).get("labels") or {})
@@ -268,6 +284,17 @@ def adopt_run_suspend_resume_and_suspend_again(
     planted = plant_unlabelled_children(
         cluster, namespace, job, "", {"Service", "ConfigMap", "Secret", "Pod", "Job"}
     )
+    # A KubectlExec (kubeflow.org/v1) job: its launcher's account, Role and binding adopted,
+    # and the Role and binding revoked once the job is suspended.
+    exec_job = sim_job("exec").v1().template_annotation(c.LAUNCHER, SIM + "hold", "true").obj()
+    exec_job["metadata"]["namespace"] = namespace
+    group, _, plural = MPIJOB_RESOURCE
+    exec_job = cluster.custom.create_namespaced_custom_object(
+        group, c.VERSION_V1, namespace, plural, exec_job
+    )
+    planted += plant_unlabelled_children(
+        cluster, namespace, exec_job, "", {"ServiceAccount", "Role", "RoleBinding"}
+    )
     operator.start()
     wait_until_adopted(cluster, namespace, planted, operator)
     wait_for_condition(cluster, namespace, name, "Running", operator=operator)
@@ -308,6 +335,14 @@ def adopt_run_suspend_resume_and_suspend_again(
     )
     events = [e for e in cluster.events_for(namespace, name) if e["reason"] == SUSPENDED_EVENT]
     assert len(events) == 1, "a repeated event is one Event object whose count is patched"
+
+    wait_for_condition(cluster, namespace, "exec", "Running", operator=operator)
+    suspend(cluster, namespace, "exec", True)
+    wait_until(
+        lambda: not cluster.rbac.list_namespaced_role_binding(namespace).items,
+        60,
+        message=lambda: f"the suspended v1 job's exec access to go:\n{operator.log_tail()}",
+    )
 
     # A finished job whose ttlSecondsAfterFinished has passed is deleted.
     create_mpijob(cluster, namespace, sim_job("brief").run_policy(ttlSecondsAfterFinished=1).obj())

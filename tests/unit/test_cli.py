@@ -13,6 +13,7 @@ import yaml
 
 from mpi_operator import __version__
 from mpi_operator.cli import dump_objects, main
+from mpi_operator.testing.wrappers import MPIJobWrapper
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
@@ -74,7 +75,11 @@ def test_every_example_renders(
 
     assert (code, err) == (0, "")
     pod_group = ["PodGroup"] if gang else []
-    kinds = ["Service", "ConfigMap", "Secret", *pod_group, *["Pod"] * workers, "Job"]
+    if job["apiVersion"] == "kubeflow.org/v1":  # kubectl exec: no Service or SSH keys
+        shared = ["ConfigMap", "ServiceAccount", "Role", "RoleBinding"]
+    else:
+        shared = ["Service", "ConfigMap", "Secret"]
+    kinds = [*shared, *pod_group, *["Pod"] * workers, "Job"]
     assert [obj["kind"] for obj in objects] == kinds
     assert {obj["metadata"]["namespace"] for obj in objects} == {"default"}
     pods = [obj for obj in objects if obj["kind"] == "Pod"]
@@ -358,3 +363,22 @@ def test_env_entries_are_checked_against_the_pod_schema(
     stdin(yaml.safe_dump(job))
     worker = "spec.mpiReplicaSpecs[Worker].template.spec.containers[0]"
     assert render_error(capsys, "-f", "-") == f"{worker}.{expected}\n"
+
+
+def test_a_reader_that_goes_away_ends_render_quietly(tmp_path: Path) -> None:
+    """``render ... | head -1``: no traceback, the shell's exit code for a broken pipe."""
+    # Far more output than a pipe holds, so the writes must meet the closed pipe.
+    manifest = tmp_path / "big.yaml"
+    manifest.write_text(yaml.safe_dump(MPIJobWrapper("big").workers(500).obj()))
+    done = subprocess.run(
+        f"{sys.executable} -m mpi_operator render -f {manifest} | head -c 1 >/dev/null;"
+        ' echo "${PIPESTATUS[0]}"',
+        shell=True,
+        executable="/bin/bash",
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert (done.stdout.strip(), done.stderr) == ("141", "")

@@ -1,0 +1,222 @@
+"""kubeflow.org/v1 and v2beta1 served from the same stored MPIJobs, on a real API server: no
+field lost through either version, and a v1 job's launcher allowed to exec into its own
+workers only, only while the job runs."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from .clusters import E2ECluster, wait_until
+from .operator import (
+    GROUP,
+    PLURAL,
+    OperatorProcess,
+    create_mpijob,
+    finish_launcher,
+    sim_job,
+    wait_for_condition,
+)
+from .test_real_install import kubectl
+
+# Every test takes the operator: starting it installs the CRD from crds/.
+pytestmark = pytest.mark.e2e
+
+V1 = "v1"
+V2BETA1 = "v2beta1"
+
+
+def create(cluster: E2ECluster, version: str, namespace: str, job: dict[str, Any]) -> None:
+    job["apiVersion"] = f"{GROUP}/{version}"
+    job["metadata"]["namespace"] = namespace
+    cluster.custom.create_namespaced_custom_object(GROUP, version, namespace, PLURAL, job)
+
+
+def read(cluster: E2ECluster, version: str, namespace: str, name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = cluster.custom.get_namespaced_custom_object(
+        GROUP, version, namespace, PLURAL, name
+    )
+    return obj
+
+
+def v1_job(name: str) -> dict[str, Any]:
+    """A v1 job as Flyte writes them, with v1's own fields and restart policies."""
+    job = sim_job(name).obj()
+    job["spec"]["mainContainer"] = "worker"
+    job["spec"]["cleanPodPolicy"] = "All"
+    for role, policy in (("Launcher", "Never"), ("Worker", "ExitCode")):
+        job["spec"]["mpiReplicaSpecs"][role]["restartPolicy"] = policy
+    return job
+
+
+def v2beta1_job(name: str) -> dict[str, Any]:
+    """A v2beta1 job using every field v1 lacks (managed elsewhere, so nothing runs)."""
+    return (
+        sim_job(name)
+        .implementation("Intel")
+        .ssh_auth_mount_path("/home/mpiuser/.ssh")
+        .launcher_creation_policy("WaitForWorkersReady")
+        .run_launcher_as_worker()
+        .run_policy(managedBy="kueue.x-k8s.io/multikueue")
+        .obj()
+    )
+
+
+def test_both_versions_serve_the_same_jobs_each_with_its_creators_transport(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess
+) -> None:
+    create(cluster, V1, namespace, v1_job("from-v1"))
+    create(cluster, V2BETA1, namespace, v2beta1_job("from-v2beta1"))
+    for version in (V1, V2BETA1):
+        listed = cluster.custom.list_namespaced_custom_object(GROUP, version, namespace, PLURAL)
+        transports = {j["metadata"]["name"]: j["spec"]["transport"] for j in listed["items"]}
+        assert transports == {"from-v1": "KubectlExec", "from-v2beta1": "SSH"}, version
+    # Plain kubectl goes through the preferred version, v1, and shows both.
+    names = kubectl(cluster, "get", "mpijobs", "-n", namespace, "-o", "name").split()
+    assert sorted(names) == [
+        f"mpijob.{GROUP}/from-v1",
+        f"mpijob.{GROUP}/from-v2beta1",
+    ]
+    shown = kubectl(cluster, "get", f"mpijobs.{V2BETA1}.{GROUP}", "-n", namespace)
+    assert "from-v1" in shown and "from-v2beta1" in shown
+
+
+def test_a_v2beta1_job_survives_kubectl_label_annotate_and_patch_through_v1(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess
+) -> None:
+    create(cluster, V2BETA1, namespace, v2beta1_job("pi"))
+    before = read(cluster, V2BETA1, namespace, "pi")["spec"]
+    kubectl(cluster, "label", "mpijob", "pi", "team=ml", "-n", namespace)
+    kubectl(cluster, "annotate", "mpijob", "pi", "note=kept", "-n", namespace)
+    kubectl(
+        cluster,
+        "patch",
+        "mpijob",
+        "pi",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec":{"runPolicy":{"backoffLimit":3}}}',
+    )
+    after = read(cluster, V2BETA1, namespace, "pi")
+    expected = copy.deepcopy(before)
+    expected["runPolicy"]["backoffLimit"] = 3
+    assert after["spec"] == expected
+    assert after["metadata"]["labels"]["team"] == "ml"
+    assert read(cluster, V1, namespace, "pi")["spec"] == expected
+
+
+def test_a_v1_job_keeps_its_v1_fields_through_v2beta1(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess
+) -> None:
+    create(cluster, V1, namespace, v1_job("flyte"))
+    before = read(cluster, V1, namespace, "flyte")["spec"]
+    assert before["mainContainer"] == "worker" and before["cleanPodPolicy"] == "All"
+    assert before["mpiReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
+    patch = {"metadata": {"labels": {"through": "v2beta1"}}}
+    cluster.custom.patch_namespaced_custom_object(GROUP, V2BETA1, namespace, PLURAL, "flyte", patch)
+    assert read(cluster, V1, namespace, "flyte")["spec"] == before
+
+
+def test_the_transport_cannot_change(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess
+) -> None:
+    create(cluster, V1, namespace, v1_job("fixed"))
+    with pytest.raises(k8s.ApiException) as refused:
+        cluster.custom.patch_namespaced_custom_object(
+            GROUP, V1, namespace, PLURAL, "fixed", {"spec": {"transport": "SSH"}}
+        )
+    assert refused.value.status == 422
+    assert "spec.transport: Invalid value" in str(refused.value.body)
+    assert "transport is immutable" in str(refused.value.body)
+
+
+# -- the launcher's exec access -------------------------------------------------------------
+
+
+def may_exec(cluster: E2ECluster, namespace: str, account: str, pod: str) -> bool:
+    """Whether the API server lets ``account``'s pods exec into ``pod`` (as kubectl asks)."""
+    user = f"system:serviceaccount:{namespace}:{account}"
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+    allowed = []
+    for verb in ("create", "get"):
+        review = k8s.V1SubjectAccessReview(
+            spec=k8s.V1SubjectAccessReviewSpec(
+                user=user,
+                groups=groups,
+                resource_attributes=k8s.V1ResourceAttributes(
+                    namespace=namespace,
+                    verb=verb,
+                    resource="pods",
+                    subresource="exec",
+                    name=pod,
+                ),
+            )
+        )
+        answer = k8s.AuthorizationV1Api(cluster.api).create_subject_access_review(review)
+        allowed.append(bool(answer.status.allowed))
+    assert len(set(allowed)) == 1, f"create and get disagree for {user} on {pod}: {allowed}"
+    return allowed[0]
+
+
+def held_v1_job(name: str) -> dict[str, Any]:
+    job = v1_job(name)
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+    launcher.setdefault("metadata", {})["annotations"] = {"sim.mpi-operator.dev/hold": "true"}
+    return job
+
+
+def test_a_v1_launcher_may_exec_into_its_own_workers_only_while_the_job_runs(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess
+) -> None:
+    create(cluster, V1, namespace, held_v1_job("mine"))
+    create(cluster, V1, namespace, held_v1_job("other"))
+    bystander = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="bystander"),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="c", image="busybox")]),
+    )
+    cluster.core.create_namespaced_pod(namespace, bystander)
+    running = wait_for_condition(cluster, namespace, "mine", "Running", operator=operator)
+    wait_for_condition(cluster, namespace, "other", "Running", operator=operator)
+    assert running["status"]["startTime"]
+
+    launcher_pod = cluster.batch.read_namespaced_job("mine-launcher", namespace).spec.template
+    assert launcher_pod.spec.service_account_name == "mine-launcher"
+    assert may_exec(cluster, namespace, "mine-launcher", "mine-worker-0")
+    assert may_exec(cluster, namespace, "mine-launcher", "mine-worker-1")
+    assert not may_exec(cluster, namespace, "mine-launcher", "other-worker-0")
+    assert not may_exec(cluster, namespace, "mine-launcher", "bystander")
+    # The template's account, shared by everything else in the namespace, gains nothing.
+    assert not may_exec(cluster, namespace, "default", "mine-worker-0")
+
+    finish_launcher(cluster, namespace, "mine")
+    wait_for_condition(cluster, namespace, "mine", "Succeeded", operator=operator)
+    wait_until(
+        lambda: not may_exec(cluster, namespace, "mine-launcher", "mine-worker-0"),
+        30,
+        message="the finished job's launcher loses its exec access",
+    )
+    assert may_exec(cluster, namespace, "other-launcher", "other-worker-0")
+
+
+def test_kubectl_get_through_v1_shows_the_columns(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess
+) -> None:
+    job = sim_job("columns").obj()
+    create_mpijob(cluster, namespace, job)
+    wait_for_condition(cluster, namespace, "columns", "Succeeded", operator=operator)
+    header = kubectl(cluster, "get", "mpijobs", "-n", namespace).splitlines()[0].split()
+    assert header == [
+        "NAME",
+        "RUNNING",
+        "SUSPENDED",
+        "SUCCEEDED",
+        "FAILED",
+        "GANG",
+        "WORKERS",
+        "AGE",
+    ]
