@@ -180,17 +180,27 @@ def valid_job(draw: st.DrawFn) -> dict[str, Any]:
         )
     if run_policy:
         spec["runPolicy"] = run_policy
+    api_version = "kubeflow.org/v2beta1"
+    if draw(st.integers(0, 2)) == 0:
+        # kubeflow.org/v1, as Flyte writes them: kubectl exec, and v1's own fields.
+        api_version = "kubeflow.org/v1"
+        for replica in specs.values():
+            if draw(st.booleans()):
+                replica["restartPolicy"] = draw(
+                    st.sampled_from(["Always", "ExitCode", "Never", "OnFailure"])
+                )
+        if workers and draw(st.booleans()):
+            spec["mainContainer"] = "worker"
+        if draw(st.booleans()):
+            spec["cleanPodPolicy"] = draw(st.sampled_from(["All", "None", "Running"]))
+    elif draw(st.integers(0, 3)) == 0:
+        spec["transport"] = draw(st.sampled_from(["SSH", "KubectlExec"]))
     metadata: dict[str, Any] = {"name": draw(dns_label(30))}
     if draw(st.booleans()):
         metadata["namespace"] = draw(dns_label(30))
     if draw(st.integers(0, 3)) == 0:
         metadata["annotations"] = {"scheduling.volcano.sh/queue-name": "team-a"}
-    return {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": metadata,
-        "spec": spec,
-    }
+    return {"apiVersion": api_version, "kind": "MPIJob", "metadata": metadata, "spec": spec}
 
 
 # -- hostile values ----------------------------------------------------------------------------
@@ -364,6 +374,9 @@ def mutation() -> st.SearchStrategy[Mutation]:
             st.sampled_from(["/etc/mpi", "/etc/mpi/", "", None, 7, "/data"]),
         ),
         (st.just(("spec", "runLauncherAsWorker")), st.sampled_from(["yes", 1, None])),
+        (st.just(("spec", "transport")), st.sampled_from(["ssh", "", None, 1, "KubectlExec"])),
+        (st.just(("spec", "mainContainer")), st.sampled_from(["nope", "", None, 3, "worker"])),
+        (st.just(("spec", "cleanPodPolicy")), st.sampled_from(["Sometimes", None, 0, "All"])),
         (st.just(("spec", "runPolicy", "suspend")), st.sampled_from(["no", 0, None])),
         (at(main, "name"), bad_name()),
         (at(main, "image"), st.sampled_from(["", " img", "img\n", None, 5, "img:tag"])),
