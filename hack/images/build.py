@@ -285,15 +285,21 @@ def debian_mirrors(suite: str) -> list[str]:
 
 
 def mmdebstrap(
-    spec: Spec, packages: list[str], target: str, hooks: list[str], options: tuple[str, ...] = ()
+    spec: Spec,
+    packages: list[str],
+    target: str,
+    hooks: list[str],
+    options: tuple[str, ...] = (),
+    variant: str = "apt",
 ) -> None:
-    """Installs packages into a new root filesystem; downloaded .debs are kept for next time."""
+    """Installs packages into a new root filesystem (the extract variant only unpacks them,
+    without their dependencies); downloaded .debs are kept for next time."""
     debs = cache_root() / "images" / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     command = [
         "mmdebstrap",
         "--quiet",
-        "--variant=apt",
+        f"--variant={variant}",
         f"--include={','.join(packages)}",
         '--aptopt=Apt::Install-Recommends "false"',
         *options,
@@ -312,16 +318,26 @@ def mmdebstrap(
     subprocess.run(command, check=True, env=environment, stdin=subprocess.DEVNULL)
 
 
-def rootfs_tar(spec: Spec, name: str) -> Path:
-    packages = sorted(spec.rootfs[name])
-    key = _digest([spec.suite.encode(), str(spec.epoch).encode(), " ".join(packages).encode()])
+def rootfs_tar(
+    spec: Spec, name: str, packages: list[str] | None = None, variant: str = "apt"
+) -> Path:
+    """mmdebstrap's tar of [rootfs]'s package set name (or of the given packages)."""
+    packages = sorted(spec.rootfs[name] if packages is None else packages)
+    key = _digest(
+        [
+            spec.suite.encode(),
+            str(spec.epoch).encode(),
+            " ".join(packages).encode(),
+            variant.encode(),
+        ]
+    )
     path = cache_root() / "images" / "rootfs" / f"{name}-{key}.tar"
     with locked(path.with_suffix(".lock")):
         if not path.exists():
             start = time.monotonic()
-            log(f"mmdebstrap {name}: {' '.join(packages)}")
+            log(f"mmdebstrap {name} ({variant}): {' '.join(packages)}")
             temporary = path.with_name(f".{os.getpid()}.{path.name}")
-            mmdebstrap(spec, packages, str(temporary), [], options=("--format=tar",))
+            mmdebstrap(spec, packages, str(temporary), [], ("--format=tar",), variant)
             os.replace(temporary, path)
             log(f"root filesystem {name} in {time.monotonic() - start:.0f}s")
     return path
