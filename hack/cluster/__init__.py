@@ -11,6 +11,7 @@ command line (``up``, ``down``, ``status``, ``add-node``). The modules:
 * ``kube``: kubectl against a cluster, processes it owns, CRDs installed;
 * ``kwok``: kwokctl's configuration and the control plane it starts;
 * ``nodes``: fake nodes, and real ones started from what ``realnodes`` makes them of;
+* ``images``: hack/images/build.py, which builds the images real nodes import, as a module;
 * ``schedulers``: the schedulers a cluster can run and how each starts (``koordinator``:
   koord-scheduler's configuration);
 * ``admission``: Kueue's controller manager (``kueue``: its configuration);
