@@ -30,3 +30,10 @@ def images_tool() -> ModuleType:
         spec.loader.exec_module(module)
     return sys.modules[_MODULE]
 
+
+def kubectl_delivery_image() -> str:
+    """``docker.io/library/mpi-operator-kubectl-delivery:<K8S_VERSION>``: the image whose
+    entrypoint, run without a command, copies its kubectl (the one hack/cluster/build.sh builds,
+    of versions.env's K8S_VERSION) to ``$TARGET_DIR/kubectl`` (default ``/opt/kube``), mode
+    0755, as any non-root uid, and exits 0. Real nodes import it with the other images."""
+    return str(images_tool().Spec.load().kubectl_delivery.name)
