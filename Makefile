@@ -68,9 +68,10 @@ verify-generate: venv
 helm:
 	@bash hack/cluster/build-helm.sh
 
-# The container images of the local cluster's real nodes (pause, MPI bases, pi) and the
-# operator's own image, built from Debian packages and PyPI wheels into the cache; prints one
-# OCI layout tar per image.
+# The container images of the local cluster's real nodes (pause, MPI bases, pi, kubectl-delivery)
+# and the operator's own image, built from Debian packages and PyPI wheels into the cache;
+# prints one OCI layout tar per image. The kubectl-delivery image holds the kubectl of
+# hack/cluster/build.sh, which builds it first when it is missing (20-40 minutes cold).
 images: venv
 	$(PY) hack/images/build.py
 

@@ -11,6 +11,8 @@ command line (``up``, ``down``, ``status``, ``add-node``). The modules:
 * ``kube``: kubectl against a cluster, processes it owns, CRDs installed;
 * ``kwok``: kwokctl's configuration and the control plane it starts;
 * ``nodes``: fake nodes, and real ones started from what ``realnodes`` makes them of;
+* ``images``: hack/images/build.py, which builds the images real nodes import, as a module,
+  and the kubectl-delivery image's name;
 * ``schedulers``: the schedulers a cluster can run and how each starts (``koordinator``:
   koord-scheduler's configuration);
 * ``admission``: Kueue's controller manager (``kueue``: its configuration);
@@ -21,6 +23,7 @@ command line (``up``, ``down``, ``status``, ``add-node``). The modules:
 
 from hack.cluster.binaries import bin_dir
 from hack.cluster.faults import compact_etcd, etcd_client_url, restart_component
+from hack.cluster.images import kubectl_delivery_image
 from hack.cluster.kube import Cluster, apply_crds, not_established
 from hack.cluster.kwok import audit_log, audit_policy_digest, kwok_config
 from hack.cluster.lifecycle import add_node, down, status, up
@@ -47,6 +50,7 @@ __all__ = [
     "down",
     "etcd_client_url",
     "free_port",
+    "kubectl_delivery_image",
     "kwok_config",
     "listening_addresses",
     "not_established",

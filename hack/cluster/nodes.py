@@ -18,12 +18,12 @@ from typing import Any
 import yaml
 
 from hack.cluster import realnodes
+from hack.cluster.images import IMAGES_TOOL
 from hack.cluster.kube import Cluster, http_ok, wait_for
 from hack.cluster.kwok import KWOK_NODE_ANNOTATION, pki_dir
 from hack.cluster.processes import free_port, stop_processes
 from hack.cluster.state import HERE, ClusterError, Proc, cache_root, cluster_dir, log
 
-IMAGES_TOOL = HERE.parent / "images" / "build.py"
 # A directory of image tarballs to import instead of what IMAGES_TOOL builds.
 IMAGES_DIR_ENV = "MPI_OPERATOR_IMAGES_DIR"
 NODE_PREFIX = "kwok-node-"

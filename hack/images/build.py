@@ -18,7 +18,14 @@ by the source tree as well, so only that layer is rebuilt when the code changes:
 
     .../images/<key>/operator/<source key>/mpi-operator_latest.tar
 
+The kubectl-delivery image (spec.toml's [kubectl-delivery]) holds the kubectl that
+hack/cluster/build.sh builds from the pinned Kubernetes module, so it is keyed by that binary
+too; when kubectl is not built yet, build.sh builds it first (the control plane's Go build):
+
+    .../images/<key>/kubectl-delivery/<kubectl key>/library_mpi-operator-kubectl-delivery_<tag>.tar
+
 Usage: build.py                 build what is missing, print one tar path per line
+       build.py --no-kubectl    the same without the kubectl-delivery image (no Go build)
        build.py --image NAME    the same for the named image(s) only
        build.py --print-dir     print the directory the tars are (or will be) in
        build.py --list          print "<image name> <tar path>" lines without building
@@ -53,6 +60,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SPEC_FILE = HERE / "spec.toml"
 FILES = HERE / "files"
+# The cluster's pinned versions (K8S_VERSION tags the kubectl-delivery image) and the script
+# that builds kubectl from them.
+VERSIONS_FILE = REPO / "hack" / "cluster" / "versions.env"
+CLUSTER_BUILD = REPO / "hack" / "cluster" / "build.sh"
 
 MPIUSER = "mpiuser"
 MPIUSER_ID = 1000
@@ -110,6 +121,48 @@ class OperatorSpec:
         )
 
 
+# Where the kubectl-delivery image keeps its entrypoint and kubectl, and the busybox applets
+# the entrypoint runs (links to /bin/busybox, as busybox --install would make them).
+DELIVER_KUBECTL = "/deliver-kubectl.sh"
+IMAGE_KUBECTL = "/bin/kubectl"
+BUSYBOX_APPLETS = ("chmod", "cp", "mv", "rm", "sh")
+
+
+@dataclass(frozen=True)
+class KubectlDeliverySpec:
+    """The kubectl-delivery image: spec.toml's [kubectl-delivery], tagged with the version of
+    the kubectl it holds."""
+
+    repository: str
+    packages: list[str]
+    uid: int
+    target_dir: str
+    # K8S_VERSION of hack/cluster/versions.env.
+    version: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.repository}:{self.version}"
+
+    def image(self) -> Image:
+        return Image(
+            self.name,
+            ["kubectl-delivery-base", "kubectl"],
+            entrypoint=[DELIVER_KUBECTL],
+            user=f"{self.uid}:{self.uid}",
+            env=[f"PATH={Path(IMAGE_KUBECTL).parent}", f"TARGET_DIR={self.target_dir}"],
+        )
+
+
+def kubernetes_version(path: Path = VERSIONS_FILE) -> str:
+    """K8S_VERSION of versions.env (shell assignments): the version build.sh builds."""
+    for line in path.read_text().splitlines():
+        key, separator, value = line.partition("=")
+        if separator and key.strip() == "K8S_VERSION":
+            return value.strip()
+    raise SystemExit(f"build.py: no K8S_VERSION in {path}")
+
+
 @dataclass(frozen=True)
 class Spec:
     suite: str
@@ -117,11 +170,13 @@ class Spec:
     wheels: dict[str, str]
     rootfs: dict[str, list[str]]
     operator: OperatorSpec
+    kubectl_delivery: KubectlDeliverySpec
 
     @staticmethod
     def load(path: Path = SPEC_FILE) -> Spec:
         data = tomllib.loads(path.read_text())
         operator = dict(data["operator"])
+        delivery = dict(data["kubectl-delivery"])
         return Spec(
             suite=data["suite"],
             epoch=int(data["source_date_epoch"]),
@@ -133,6 +188,10 @@ class Spec:
                     "labels": dict(operator["labels"]),
                     "wheels": dict(operator["wheels"]),
                 }
+            ),
+            kubectl_delivery=KubectlDeliverySpec(
+                **{**delivery, "packages": list(delivery["packages"])},
+                version=kubernetes_version(),
             ),
         )
 
@@ -285,15 +344,21 @@ def debian_mirrors(suite: str) -> list[str]:
 
 
 def mmdebstrap(
-    spec: Spec, packages: list[str], target: str, hooks: list[str], options: tuple[str, ...] = ()
+    spec: Spec,
+    packages: list[str],
+    target: str,
+    hooks: list[str],
+    options: tuple[str, ...] = (),
+    variant: str = "apt",
 ) -> None:
-    """Installs packages into a new root filesystem; downloaded .debs are kept for next time."""
+    """Installs packages into a new root filesystem (the extract variant only unpacks them,
+    without their dependencies); downloaded .debs are kept for next time."""
     debs = cache_root() / "images" / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     command = [
         "mmdebstrap",
         "--quiet",
-        "--variant=apt",
+        f"--variant={variant}",
         f"--include={','.join(packages)}",
         '--aptopt=Apt::Install-Recommends "false"',
         *options,
@@ -312,16 +377,26 @@ def mmdebstrap(
     subprocess.run(command, check=True, env=environment, stdin=subprocess.DEVNULL)
 
 
-def rootfs_tar(spec: Spec, name: str) -> Path:
-    packages = sorted(spec.rootfs[name])
-    key = _digest([spec.suite.encode(), str(spec.epoch).encode(), " ".join(packages).encode()])
+def rootfs_tar(
+    spec: Spec, name: str, packages: list[str] | None = None, variant: str = "apt"
+) -> Path:
+    """mmdebstrap's tar of [rootfs]'s package set name (or of the given packages)."""
+    packages = sorted(spec.rootfs[name] if packages is None else packages)
+    key = _digest(
+        [
+            spec.suite.encode(),
+            str(spec.epoch).encode(),
+            " ".join(packages).encode(),
+            variant.encode(),
+        ]
+    )
     path = cache_root() / "images" / "rootfs" / f"{name}-{key}.tar"
     with locked(path.with_suffix(".lock")):
         if not path.exists():
             start = time.monotonic()
-            log(f"mmdebstrap {name}: {' '.join(packages)}")
+            log(f"mmdebstrap {name} ({variant}): {' '.join(packages)}")
             temporary = path.with_name(f".{os.getpid()}.{path.name}")
-            mmdebstrap(spec, packages, str(temporary), [], options=("--format=tar",))
+            mmdebstrap(spec, packages, str(temporary), [], ("--format=tar",), variant)
             os.replace(temporary, path)
             log(f"root filesystem {name} in {time.monotonic() - start:.0f}s")
     return path
@@ -920,6 +995,111 @@ def _config(image: Image) -> oci.ImageConfig:
     )
 
 
+# ---- kubectl-delivery ------------------------------------------------------------------
+
+
+def built_kubectl() -> Path | None:
+    """kubectl as hack/cluster/build.sh builds it from the pinned Kubernetes module (in the
+    cache both share), or None while it is not built."""
+    bin_dir = Path(
+        subprocess.run(
+            ["bash", str(CLUSTER_BUILD), "--print"],
+            check=True,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        ).stdout.strip()
+    )
+    return bin_dir / "kubectl" if (bin_dir / ".complete").is_file() else None
+
+
+def kubectl_binary() -> Path:
+    """The built kubectl, built first by build.sh when missing."""
+    kubectl = built_kubectl()
+    if kubectl is None:
+        log("kubectl is not built: hack/cluster/build.sh first (a cold build takes 20-40 minutes)")
+        # Its own output (the bin directory last) goes to stderr; stdout lists only tars.
+        subprocess.run(
+            ["bash", str(CLUSTER_BUILD)], check=True, stdout=sys.stderr, stdin=subprocess.DEVNULL
+        )
+        kubectl = built_kubectl()
+    if kubectl is None:
+        raise SystemExit(f"build.py: {CLUSTER_BUILD} left no kubectl")
+    return kubectl
+
+
+def kubectl_delivery_tar(kubectl: Path) -> Path:
+    """Where the kubectl-delivery image of this kubectl is (or will be) written: keyed by the
+    binary and the image's name (its tag, K8S_VERSION), beside the other images of the key."""
+    image = Spec.load().kubectl_delivery.image()
+    key = _digest([kubectl.read_bytes(), image.name.encode()])
+    return image_dir() / "kubectl-delivery" / key / image.file_name
+
+
+def _checked_kubectl_version(kubectl: Path, version: str) -> None:
+    """The build refuses a kubectl that is not the version the image's tag names."""
+    output = subprocess.run(
+        [str(kubectl), "version", "--client", "--output=json"],
+        check=True,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    ).stdout
+    built = json.loads(output)["clientVersion"]["gitVersion"]
+    if built != version:
+        raise SystemExit(f"build.py: {kubectl} is kubectl {built}, not K8S_VERSION {version}")
+
+
+def kubectl_delivery_base_entries(spec: Spec, rootfs: Path) -> Iterator[oci.Entry]:
+    """busybox's static binary and its licence from the unpacked package, the applets the
+    entrypoint runs as links to it, and the entrypoint."""
+    t = spec.epoch
+    copyright_file = "usr/share/doc/busybox-static/copyright"
+    with tarfile.open(rootfs) as tar:
+        by_name = {m.name.removeprefix("./"): m for m in tar.getmembers()}
+        busybox = _read(tar, by_name["bin/busybox"])
+        licence = _read(tar, by_name[copyright_file])
+    yield oci.directory("bin", t)
+    yield oci.file("bin/busybox", busybox, t, 0o755)
+    for applet in BUSYBOX_APPLETS:
+        yield oci.symlink(f"bin/{applet}", "busybox", t)
+    yield oci.file(DELIVER_KUBECTL, (FILES / "deliver-kubectl.sh").read_bytes(), t, 0o755)
+    for directory in ("usr", "usr/share", "usr/share/doc", str(Path(copyright_file).parent)):
+        yield oci.directory(directory, t)
+    yield oci.file(copyright_file, licence, t)
+
+
+def build_kubectl_delivery(kubectl: Path) -> Path:
+    """The kubectl-delivery image of this kubectl: busybox and the entrypoint in one layer,
+    kubectl in the other."""
+    spec = Spec.load()
+    delivery = spec.kubectl_delivery
+    out = kubectl_delivery_tar(kubectl)
+    if out.exists():
+        return out
+    key_dir = image_dir()
+    blobs = key_dir / "blobs"
+    with locked(key_dir / "kubectl-delivery.lock"):
+        if out.exists():
+            return out
+        start = time.monotonic()
+        _checked_kubectl_version(kubectl, delivery.version)
+        rootfs = rootfs_tar(spec, "kubectl-delivery", delivery.packages, variant="extract")
+        kubectl_entries = [
+            oci.directory(str(Path(IMAGE_KUBECTL).parent), spec.epoch),
+            oci.host_file(IMAGE_KUBECTL, kubectl, spec.epoch, 0o755),
+        ]
+        layers = [
+            oci.write_layer(kubectl_delivery_base_entries(spec, rootfs), blobs),
+            oci.write_layer(kubectl_entries, blobs),
+        ]
+        image = delivery.image()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        oci.write_image(image.name, layers, _config(image), spec.epoch, blobs, out)
+        log(f"image {image.name} in {time.monotonic() - start:.0f}s")
+    return out
+
+
 # ---- the build -------------------------------------------------------------------------
 
 
@@ -927,12 +1107,14 @@ def image_dir() -> Path:
     return cache_root() / "images" / images_key()
 
 
-def build(only: list[str] | None = None) -> list[Path]:
-    """Builds every image (or only the named ones) and returns their tar paths, the operator's
-    last."""
-    operator = Spec.load().operator.image().name
+def build(only: list[str] | None = None, kubectl: bool = True) -> list[Path]:
+    """Builds every image (or only the named ones; without kubectl, every image but the
+    kubectl-delivery one) and returns their tar paths, the operator's last."""
+    spec = Spec.load()
+    operator = spec.operator.image().name
+    delivery = spec.kubectl_delivery.name
     selected = [image for image in IMAGES if only is None or image.name in only]
-    unknown = set(only or ()) - {image.name for image in IMAGES} - {operator}
+    unknown = set(only or ()) - {image.name for image in IMAGES} - {operator, delivery}
     if unknown:
         raise SystemExit(f"build.py: unknown image(s) {', '.join(sorted(unknown))}")
     key_dir = image_dir()
@@ -945,6 +1127,8 @@ def build(only: list[str] | None = None) -> list[Path]:
                 if only is None:
                     (key_dir / ".complete").touch()
                 log(f"images ready in {time.monotonic() - start:.0f}s")
+    if (only is None and kubectl) or delivery in (only or ()):
+        tars.append(build_kubectl_delivery(kubectl_binary()))
     if only is None or operator in only:
         tars.append(build_operator())
     return tars
@@ -984,16 +1168,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--image", action="append", metavar="NAME", help="build only this image (repeatable)"
     )
+    parser.add_argument(
+        "--no-kubectl",
+        action="store_true",
+        help="leave out the kubectl-delivery image (whose kubectl the Go build makes)",
+    )
     args = parser.parse_args(argv)
     if args.print_dir:
         print(image_dir())
         return 0
     if args.list:
+        spec = Spec.load()
         for image in IMAGES:
             print(image.name, image_dir() / image.file_name)
-        print(Spec.load().operator.image().name, operator_tar())
+        kubectl = built_kubectl()
+        if kubectl is None:
+            log(f"{spec.kubectl_delivery.name} left out: kubectl is not built yet")
+        else:
+            print(spec.kubectl_delivery.name, kubectl_delivery_tar(kubectl))
+        print(spec.operator.image().name, operator_tar())
         return 0
-    for path in build(args.image):
+    for path in build(args.image, kubectl=not args.no_kubectl):
         print(path)
     return 0
 

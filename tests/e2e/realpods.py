@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from .clusters import REPO, E2ECluster
+from .clusters import REPO, E2ECluster, wait_until
 from .operator import pods_of
 
 EXAMPLES = REPO / "examples" / "pi"
@@ -40,6 +40,24 @@ def launcher_log(cluster: E2ECluster, namespace: str, job_name: str) -> str:
 
 def pod_log(cluster: E2ECluster, namespace: str, pod: str) -> str:
     return str(cluster.core.read_namespaced_pod_log(pod, namespace))
+
+
+def phase(cluster: E2ECluster, namespace: str, pod: str) -> str:
+    return str(cluster.get_pod(namespace, pod)["status"].get("phase", ""))
+
+
+def wait_finished(cluster: E2ECluster, namespace: str, pod: str, timeout: float = 120) -> str:
+    """The pod's phase once it is Succeeded or Failed."""
+
+    def finished() -> str | None:
+        now = phase(cluster, namespace, pod)
+        return now if now in ("Succeeded", "Failed") else None
+
+    return wait_until(
+        finished,
+        timeout,
+        message=lambda: f"pod {pod} to finish: {cluster.get_pod(namespace, pod)['status']}",
+    )
 
 
 def rank_hosts(log: str) -> list[str]:

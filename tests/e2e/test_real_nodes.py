@@ -22,7 +22,7 @@ from .clusters import (
     run_cluster_tool,
     wait_until,
 )
-from .realpods import pod_log
+from .realpods import phase, pod_log, wait_finished
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnodes]
 
@@ -51,18 +51,6 @@ def real_pod(name: str, script: str, **spec: Any) -> dict[str, Any]:
             **spec,
         },
     }
-
-
-def phase(c: E2ECluster, ns: str, name: str) -> str:
-    return str(c.get_pod(ns, name)["status"].get("phase", ""))
-
-
-def wait_finished(c: E2ECluster, ns: str, name: str, timeout: float = 120) -> str:
-    return wait_until(
-        lambda: phase(c, ns, name) if phase(c, ns, name) in ("Succeeded", "Failed") else None,
-        timeout,
-        message=lambda: f"pod {name} to finish: {c.get_pod(ns, name)['status']}",
-    )
 
 
 def cluster_network(c: E2ECluster) -> ipaddress.IPv4Network:

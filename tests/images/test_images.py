@@ -12,6 +12,8 @@ import math
 import os
 import re
 import shlex
+import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from hack.cluster import bin_dir, kubectl_delivery_image
 
 from .layout import ImageLayout, extract_layers, read_layout
 
@@ -36,6 +40,7 @@ EXAMPLE_IMAGES = {
     "examples/pi/pi-intel.yaml": PI_IMAGES["intel"],
 }
 WITH_ENTRYPOINT = {"mpich", "intel"}
+KUBECTL_DELIVERY = kubectl_delivery_image()
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +81,58 @@ def test_pause_image_runs_its_static_program_unprivileged(
     assert pause.config["config"]["Entrypoint"] == ["/pause"]
     assert pause.config["config"]["User"] == "65535:65535"
     assert len(pause.layer_digests) == 1
+
+
+def test_kubectl_delivery_copies_the_built_kubectl_as_any_non_root_user(
+    image_tars: dict[str, Path], layouts: dict[str, ImageLayout], tmp_path: Path
+) -> None:
+    """Run as an init container runs it: the image's entrypoint and environment, no command,
+    as the image's user and as others, with umask 077, into a directory anyone may write to
+    (an emptyDir is 0777). Each run leaves the kubectl build.sh built, mode 0755, owned by the
+    uid that ran, replacing the last; another user runs it. A directory the user cannot
+    write to fails the run."""
+    if os.geteuid() != 0:
+        pytest.fail("running images needs root (chroot)")
+    layout = layouts[KUBECTL_DELIVERY]
+    assert len(layout.layer_digests) == 2
+    config = layout.config["config"]
+    root = tmp_path / "root"
+    root.mkdir()
+    root.chmod(0o755)
+    extract_layers(image_tars[KUBECTL_DELIVERY], root)
+    env = dict(entry.split("=", 1) for entry in config["Env"])
+    target = root / env["TARGET_DIR"].removeprefix("/")
+    target.mkdir(parents=True)
+    target.chmod(0o777)
+
+    chroot = shutil.which("chroot")
+    assert chroot is not None
+
+    def run(user: str, *command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [chroot, f"--userspec={user}", str(root), *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            umask=0o077,
+        )
+
+    built = (bin_dir(build=False) / "kubectl").read_bytes()
+    for user in (config["User"], "1000:1000", "4242:4242"):
+        done = run(user, *config["Entrypoint"])
+        assert done.returncode == 0, done.stderr
+        copied = target / "kubectl"
+        status = copied.stat()
+        assert (status.st_uid, stat.S_IMODE(status.st_mode)) == (int(user.split(":")[0]), 0o755)
+        assert copied.read_bytes() == built
+        assert sorted(p.name for p in target.iterdir()) == ["kubectl"]
+    version = run("1000:1000", f"{env['TARGET_DIR']}/kubectl", "version", "--client")
+    assert f"Client Version: {KUBECTL_DELIVERY.rsplit(':', 1)[1]}\n" in version.stdout
+
+    target.chmod(0o755)
+    refused = run(config["User"], *config["Entrypoint"])
+    assert refused.returncode != 0
+    assert "is not a directory this user can write to" in refused.stderr
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)

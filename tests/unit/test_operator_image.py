@@ -4,15 +4,12 @@ dependencies of the second must be what pyproject.toml asks for."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
-import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,22 +17,9 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from hack.cluster.images import images_tool
+
 REPO = Path(__file__).resolve().parents[2]
-IMAGES = REPO / "hack" / "images"
-
-
-def _images_tool() -> ModuleType:
-    name = "mpi_operator_images_build"
-    if name not in sys.modules:
-        # build.py imports its sibling oci.py by plain name.
-        if str(IMAGES) not in sys.path:
-            sys.path.insert(0, str(IMAGES))
-        spec = importlib.util.spec_from_file_location(name, IMAGES / "build.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 @dataclass
@@ -116,7 +100,7 @@ def docker() -> Stage:
 
 @pytest.fixture(scope="module")
 def spec() -> Any:
-    return _images_tool().Spec.load()
+    return images_tool().Spec.load()
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +161,7 @@ def test_both_install_into_the_same_virtual_environment(docker: Stage, spec: Any
 def test_the_deployment_runs_the_image_as_its_user() -> None:
     deployment = yaml.safe_load((REPO / "deploy" / "base" / "deployment.yaml").read_text())
     pod = deployment["spec"]["template"]["spec"]
-    operator = _images_tool().Spec.load().operator
+    operator = images_tool().Spec.load().operator
     assert pod["securityContext"]["runAsUser"] == operator.uid
     assert pod["securityContext"]["runAsGroup"] == operator.uid
     container = pod["containers"][0]
