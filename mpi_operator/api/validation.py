@@ -214,10 +214,14 @@ def _replica_errors(
 
 def _operator_mounts(job: DefaultedMPIJob, role: str) -> OperatorMounts:
     """Where the operator mounts its volumes in the role's first container."""
-    paths = [job.spec.ssh_auth_mount_path or c.DEFAULT_SSH_AUTH_MOUNT_PATH] if job.uses_ssh else []
-    if role == c.LAUNCHER:
-        paths.append(c.CONFIG_MOUNT_PATH)
-        if not job.uses_ssh:
+    if job.uses_ssh:
+        paths = [job.spec.ssh_auth_mount_path or c.DEFAULT_SSH_AUTH_MOUNT_PATH]
+        if role == c.LAUNCHER:
+            paths.append(c.CONFIG_MOUNT_PATH)
+    else:
+        # kubexec.sh in every pod; kubectl in the launcher.
+        paths = [c.CONFIG_MOUNT_PATH]
+        if role == c.LAUNCHER:
             paths.append(c.KUBECTL_MOUNT_PATH)
     return OperatorMounts(tuple(paths))
 

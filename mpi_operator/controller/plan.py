@@ -395,9 +395,12 @@ class _Sync:
         job's current workers."""
         for resource, desired in exec_access(self.job):
             name = desired["metadata"]["name"]
+            # The API server checks a new binding against its Role's rules (no one may grant
+            # more than they hold), so the binding waits until the Role exists.
+            batch = "" if resource == "rolebindings" else SHARED_OBJECTS
             current = self.view.get(resource, self.ns, name)
             if current is None:
-                self._write("create", resource, name, desired, batch=SHARED_OBJECTS)
+                self._write("create", resource, name, desired, batch=batch)
                 continue
             if not self._owned(current, resource):
                 return False
@@ -405,7 +408,7 @@ class _Sync:
             if any(current.get(key) != desired[key] for key in fields):
                 updated = copy.deepcopy(current)
                 updated.update({key: desired[key] for key in fields})
-                self._write("update", resource, name, updated, batch=SHARED_OBJECTS)
+                self._write("update", resource, name, updated, batch=batch)
         return True
 
     def _revoke_exec_access(self) -> bool:

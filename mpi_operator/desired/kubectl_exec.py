@@ -101,6 +101,31 @@ def give_launcher_kubectl(
     )
 
 
+KUBEXEC_VOLUME_ITEM: Final = {
+    "key": c.KUBEXEC_SCRIPT_NAME,
+    "path": c.KUBEXEC_SCRIPT_NAME,
+    "mode": 0o555,
+}
+
+
+def mount_kubexec(template: dict[str, Any], job: DefaultedMPIJob) -> None:
+    """kubexec.sh at /etc/mpi in a worker too: Open MPI's daemons refuse to start unless the
+    remote shell mpirun names exists on their host, though a worker never runs it."""
+    pod_templates.append_to(
+        template["spec"],
+        "volumes",
+        {
+            "name": c.CONFIG_VOLUME,
+            "configMap": {"name": names.config_map_name(job), "items": [dict(KUBEXEC_VOLUME_ITEM)]},
+        },
+    )
+    pod_templates.append_to(
+        pod_templates.main_container(template),
+        "volumeMounts",
+        {"name": c.CONFIG_VOLUME, "mountPath": c.CONFIG_MOUNT_PATH},
+    )
+
+
 def keep_worker_alive(container: dict[str, Any]) -> None:
     """A worker without a command sleeps while the launcher execs into it; its args (Flyte
     puts the task's command there) are replaced, as training-operator replaces them."""
@@ -125,8 +150,7 @@ def role_rules(job: DefaultedMPIJob) -> list[dict[str, Any]]:
         {
             "apiGroups": [""],
             "resources": ["pods/exec"],
-            # WebSocket clients (kubectl since 1.30) ask with get, SPDY ones with create.
-            "verbs": ["create", "get"],
+            "verbs": ["create"],
             "resourceNames": list(workers),
         },
     ]

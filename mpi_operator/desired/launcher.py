@@ -77,11 +77,6 @@ _CONFIG_VOLUME_ITEMS: Final = (
     {"key": c.HOSTFILE_NAME, "path": c.HOSTFILE_NAME, "mode": 0o444},
     {"key": c.DISCOVER_HOSTS_SCRIPT_NAME, "path": c.DISCOVER_HOSTS_SCRIPT_NAME, "mode": 0o555},
 )
-_KUBEXEC_VOLUME_ITEM: Final = {
-    "key": c.KUBEXEC_SCRIPT_NAME,
-    "path": c.KUBEXEC_SCRIPT_NAME,
-    "mode": 0o555,
-}
 
 
 def template_sets_restart_policy(job: DefaultedMPIJob) -> bool:
@@ -127,7 +122,7 @@ def launcher_pod_template(
         pod_templates.mount_ssh_auth(template, job)
     else:
         kubectl_exec.give_launcher_kubectl(template, job, facts)
-        items.append(dict(_KUBEXEC_VOLUME_ITEM))
+        items.append(dict(kubectl_exec.KUBEXEC_VOLUME_ITEM))
     pod_templates.append_to(
         template["spec"],
         "volumes",

@@ -42,6 +42,8 @@ def new_worker_pod(
     )
     if job.uses_ssh:
         pod_templates.mount_ssh_auth(template, job)
+    else:
+        kubectl_exec.mount_kubexec(template, job)
     pod = pod_templates.owned_pod_template(template, job, gang)
     return {
         "apiVersion": "v1",

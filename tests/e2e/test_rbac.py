@@ -29,7 +29,6 @@ VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletec
 # Resources the operator never touches; any verb on them must be refused.
 NOT_GRANTED = (
     ("", "namespaces"),
-    ("", "pods/exec"),
     ("", "serviceaccounts/token"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
     ("rbac.authorization.k8s.io", "clusterroles"),

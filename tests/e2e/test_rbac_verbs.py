@@ -79,7 +79,6 @@ NOT_REQUESTED: dict[Permission, str] = {
         "the API server's escalation check when the operator creates a KubectlExec "
         "launcher's Role: only who holds a permission may grant it"
     ),
-    ("", "pods/exec", "get"): "the same check, for the Role's get (WebSocket exec)",
 }
 # What the operator stamps on a waiting coscheduling gang's PodGroup when capacity appears.
 CAPACITY_ANNOTATION = "training.kubeflow.org/capacity-changed-at"

@@ -139,11 +139,12 @@ def test_the_transport_cannot_change(
 
 
 def may_exec(cluster: E2ECluster, namespace: str, account: str, pod: str) -> bool:
-    """Whether the API server lets ``account``'s pods exec into ``pod`` (as kubectl asks)."""
+    """Whether the API server lets ``account``'s pods exec into ``pod`` (``create`` on
+    ``pods/exec``, what kubectl's exec needs), and read it (kubectl reads the pod first)."""
     user = f"system:serviceaccount:{namespace}:{account}"
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
     allowed = []
-    for verb in ("create", "get"):
+    for verb, subresource in (("create", "exec"), ("get", "")):
         review = k8s.V1SubjectAccessReview(
             spec=k8s.V1SubjectAccessReviewSpec(
                 user=user,
@@ -152,14 +153,14 @@ def may_exec(cluster: E2ECluster, namespace: str, account: str, pod: str) -> boo
                     namespace=namespace,
                     verb=verb,
                     resource="pods",
-                    subresource="exec",
+                    subresource=subresource,
                     name=pod,
                 ),
             )
         )
         answer = k8s.AuthorizationV1Api(cluster.api).create_subject_access_review(review)
         allowed.append(bool(answer.status.allowed))
-    assert len(set(allowed)) == 1, f"create and get disagree for {user} on {pod}: {allowed}"
+    assert len(set(allowed)) == 1, f"exec and get disagree for {user} on {pod}: {allowed}"
     return allowed[0]
 
 

@@ -51,7 +51,7 @@ OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
         {"get", "list", "watch", "create", "update", "delete"},
         "binds that Role to the launcher's account",
     ),
-    ("", "pods/exec"): ({"create", "get"}, "held to grant it to KubectlExec launchers"),
+    ("", "pods/exec"): ({"create"}, "held to grant it to KubectlExec launchers"),
     ("", "events"): ({"create", "patch"}, "recorder: create, then patch the count"),
     ("batch", "jobs"): ({"get", "list", "watch", "create", "update"}, "launcher Job"),
     ("batch", "jobs/status"): ({"update"}, "resume clears status.startTime"),

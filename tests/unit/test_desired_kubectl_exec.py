@@ -68,7 +68,7 @@ def test_the_role_allows_get_and_exec_on_this_jobs_workers_only() -> None:
         {
             "apiGroups": [""],
             "resources": ["pods/exec"],
-            "verbs": ["create", "get"],
+            "verbs": ["create"],
             "resourceNames": workers,
         },
     ]
@@ -92,7 +92,11 @@ def test_workers_without_a_command_sleep_and_their_args_go() -> None:
     for pod in pods:
         main = pod["spec"]["containers"][0]
         assert (main["command"], main["args"]) == (["sleep"], ["365d"])
-        assert "volumes" not in pod["spec"]  # no SSH keys
+        # No SSH keys: only kubexec.sh, which Open MPI's daemons look for.
+        [volume] = pod["spec"]["volumes"]
+        assert volume["configMap"]["items"] == [
+            {"key": "kubexec.sh", "path": "kubexec.sh", "mode": 0o555}
+        ]
         assert "subdomain" not in pod["spec"]
 
 

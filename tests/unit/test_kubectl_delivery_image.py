@@ -13,6 +13,8 @@ import pytest
 
 from hack.cluster import kubectl_delivery_image
 from hack.cluster.images import images_tool
+from mpi_operator.api import constants as c
+from mpi_operator.operator.options import Options
 
 REPO = Path(__file__).resolve().parents[2]
 VERSIONS = REPO / "hack" / "cluster" / "versions.env"
@@ -29,6 +31,12 @@ def test_the_name_is_tagged_with_the_kubernetes_version_of_versions_env() -> Non
     assert match, VERSIONS
     expected = f"docker.io/library/mpi-operator-kubectl-delivery:{match.group(1)}"
     assert kubectl_delivery_image() == expected
+
+
+def test_the_operator_asks_for_this_image_by_default() -> None:
+    """A launcher on the local cluster's real nodes must find it imported: nothing is pulled."""
+    assert kubectl_delivery_image() == c.DEFAULT_KUBECTL_DELIVERY_IMAGE
+    assert Options().static_facts().kubectl_delivery_image == kubectl_delivery_image()
 
 
 def test_it_runs_its_entrypoint_with_no_command_as_a_numeric_non_root_user(image: Any) -> None:

@@ -74,7 +74,7 @@ same (tests/unit/test_chart.py compares them).
 # Held only so the operator may grant it to a launcher (RBAC forbids granting more).
 - apiGroups: [""]
   resources: [pods/exec]
-  verbs: [create, get]
+  verbs: [create]
 - apiGroups: [""]
   resources: [events]
   verbs: [create, patch]
