@@ -6,6 +6,7 @@ operator receives from Flyte and how Flyte judges what the operator writes back.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -151,15 +152,20 @@ def test_build_resource_refuses_a_template_without_workers() -> None:
 
 # --- GetTaskPhase ------------------------------------------------------------------------
 
-NOW = datetime.now(UTC)
+
+@dataclass(frozen=True)
+class Cond:
+    """A status condition whose lastTransitionTime is ``seconds_ago`` before the test runs."""
+
+    kind: str
+    seconds_ago: int
+    status: str = "True"
+    reason: str = ""
+    message: str = ""
 
 
-def ago(seconds: int) -> str:
-    return (NOW - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def cond(kind: str, seconds_ago: int, status: str = "True", **extra: str) -> dict[str, str]:
-    return {"type": kind, "status": status, "lastTransitionTime": ago(seconds_ago), **extra}
+def cond(kind: str, seconds_ago: int, status: str = "True", **extra: str) -> Cond:
+    return Cond(kind, seconds_ago, status, **extra)
 
 
 @pytest.fixture(scope="module")
@@ -171,13 +177,31 @@ def job_with(
     built: dict[str, Any],
     *,
     age: int,
-    conditions: list[dict[str, str]],
+    conditions: list[Cond],
     started: bool = True,
     suspend: bool = False,
 ) -> dict[str, Any]:
+    """The built job as the API server would return it ``age`` seconds after its creation
+    (times are taken now, as GetTaskPhase compares them with its clock)."""
+    now = datetime.now(UTC)
+
+    def ago(seconds: int) -> str:
+        return (now - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
     job = {**built, "metadata": {**built["metadata"], "creationTimestamp": ago(age)}}
     job["spec"] = {**built["spec"], "runPolicy": {"suspend": True} if suspend else {}}
-    status: dict[str, Any] = {"conditions": conditions} if conditions else {}
+    status: dict[str, Any] = {}
+    if conditions:
+        status["conditions"] = [
+            {
+                "type": c.kind,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": ago(c.seconds_ago),
+            }
+            for c in conditions
+        ]
     if started:
         status["startTime"] = ago(age - 1)
     job["status"] = status
