@@ -19,6 +19,8 @@ import json
 import os
 import subprocess
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,3 +185,31 @@ def task_phase(mpijob: dict[str, Any], *, timeout: str | None = None) -> TaskPha
         version=int(out["version"]),
         logs=tuple(str(log["uri"]) for log in out["logs"]),
     )
+
+
+def judged_until(
+    read: Callable[[], dict[str, Any]],
+    done: Callable[[TaskPhase], bool],
+    *,
+    timeout: float,
+    start_timeout: str = "20s",
+) -> list[TaskPhase]:
+    """GetTaskPhase of every version of a kubeflow.org/v1 MPIJob ``read`` returns, polled
+    until one is ``done``. Each must be a phase Flyte acts on: an error or an Undefined phase
+    (propeller fails the task on either) fails at once. ``start_timeout`` is how soon after
+    creation the job must have status.startTime (Flyte's default is a minute)."""
+    seen: dict[str, TaskPhase] = {}
+    deadline = time.monotonic() + timeout
+    while True:
+        job = read()
+        version = str(job["metadata"]["resourceVersion"])
+        if version not in seen:
+            phase = task_phase(job, timeout=start_timeout)
+            if phase.error is not None or phase.phase == "Undefined":
+                raise AssertionError(f"Flyte cannot act on {phase}: status {job.get('status')}")
+            seen[version] = phase
+            if done(phase):
+                return list(seen.values())
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no awaited phase in {timeout:.0f} s: {list(seen.values())}")
+        time.sleep(0.5)

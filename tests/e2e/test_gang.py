@@ -25,6 +25,7 @@ from mpi_operator.quantity import Quantity
 from mpi_operator.sdk import GangState, gang_state
 
 from .clusters import COSCHEDULING, SIM, VOLCANO, E2ECluster, wait_until
+from .flyte import judged_until
 from .operator import (
     CONDITION_GANG_SCHEDULED,
     GROUP,
@@ -594,6 +595,36 @@ def test_a_failed_worker_is_replaced_into_its_running_gang(gang: Gang, ns: str) 
     finish_launcher(c, ns, "rejoin")
     done = wait_for_condition(c, ns, "rejoin", "Succeeded", operator=gang.operator)
     assert done["status"]["replicaStatuses"]["Worker"]["failed"] == 1
+
+
+def test_a_v1_jobs_gang_waits_visibly_and_flyte_reads_every_status_it_passes_through(
+    gang: Gang, ns: str, node_factory: Callable[..., str]
+) -> None:
+    """A kubeflow.org/v1 job (Flyte's) whose gang first cannot fit: GangScheduled=False says
+    why while it waits, and goes once the gang is placed, so the newest True condition is
+    always one Flyte knows; Flyte's own GetTaskPhase judges every version of the job."""
+    c = gang.cluster
+    # 4 x 4.5 cpu workers: one per 8-cpu node, so four nodes; two exist.
+    job = sim_job("flyte", workers=4).workers(4, cpu="4500m").v1().obj()
+    job["metadata"]["namespace"] = ns
+    c.custom.create_namespaced_custom_object(GROUP, "v1", ns, PLURAL, job)
+
+    def read() -> dict[str, Any]:
+        found: dict[str, Any] = c.custom.get_namespaced_custom_object(
+            GROUP, "v1", ns, PLURAL, "flyte"
+        )
+        return found
+
+    state = gang_waits(c, ns, "flyte")
+    assert state.reason and state.message, state
+    waiting = judged_until(read, lambda p: True, timeout=30)
+    assert waiting[-1].phase == "Queued", waiting
+    for _ in range(2):
+        node_factory(c, new_node_name(), cpu=str(NODE_CPU), memory="32Gi")
+    judged = judged_until(read, lambda p: p.phase == "Success", timeout=180)
+    assert {p.phase for p in judged} <= {"Queued", "Running", "Success"}, judged
+    assert condition(read(), CONDITION_GANG_SCHEDULED) is None
+    assert "PodGroupRunning" in event_reasons(c, ns, "flyte")
 
 
 # --- Volcano --------------------------------------------------------------------------------

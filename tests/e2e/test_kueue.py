@@ -246,6 +246,24 @@ def test_jobs_are_admitted_one_at_a_time_within_quota_onto_the_flavours_nodes(
     wait_for_condition(c, ns, "second", "Succeeded", operator=operator)
 
 
+def test_a_job_written_through_kubeflow_org_v1_is_queued_and_admitted_the_same_way(
+    kueue_cluster: E2ECluster, queue: tuple[str, str], operator: OperatorProcess
+) -> None:
+    """Kueue's webhook and controller know only v2beta1 MPIJobs; a v1 job (Flyte's) is the
+    same stored object, so it is suspended at creation and resumed when admitted too."""
+    c = kueue_cluster
+    ns, lq = queue
+    job = queued_job("flyte", lq).v1().obj()
+    job["metadata"]["namespace"] = ns
+    created = c.custom.create_namespaced_custom_object(GROUP, "v1", ns, PLURAL, job)
+    assert suspended(created), created["spec"]
+    wait_running(c, ns, "flyte", operator)
+    assert workload_condition(c, ns, "flyte", "Admitted") == "True"
+    assert get_mpijob(c, ns, "flyte")["spec"]["transport"] == "KubectlExec"
+    finish_launcher(c, ns, "flyte")
+    wait_for_condition(c, ns, "flyte", "Succeeded", operator=operator)
+
+
 def test_a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
     kueue_cluster: E2ECluster, queue: tuple[str, str], operator: OperatorProcess
 ) -> None:

@@ -9,7 +9,6 @@ Flyte's pods run as root with no security context, so these run in an ordinary n
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from .clusters import E2ECluster
-from .flyte import TaskPhase, build_mpijob, task_phase, task_templates
+from .flyte import TaskPhase, build_mpijob, judged_until, task_templates
 from .operator import GROUP, PLURAL, OperatorProcess
 from .realpods import assert_pi, launcher_log, rank_hosts
 
@@ -62,31 +61,24 @@ def horovod_style(args: list[str]) -> list[str]:
     ]
 
 
-def judged_until(
+def judged(
     cluster: E2ECluster,
     namespace: str,
     name: str,
     done: Callable[[TaskPhase], bool],
     operator: OperatorProcess,
-    timeout: float = 300,
 ) -> list[TaskPhase]:
-    """GetTaskPhase of every version of the job read through v1 until ``done``; each must be a
-    phase Flyte can act on, never an error."""
-    seen: dict[str, TaskPhase] = {}
-    deadline = time.monotonic() + timeout
-    while True:
-        job = cluster.custom.get_namespaced_custom_object(GROUP, "v1", namespace, PLURAL, name)
-        version = job["metadata"]["resourceVersion"]
-        if version not in seen:
-            phase = task_phase(job, timeout=START_TIMEOUT)
-            assert phase.error is None and phase.phase != "Undefined", (phase, job.get("status"))
-            seen[version] = phase
-            if done(phase):
-                return list(seen.values())
-        if time.monotonic() > deadline:
-            sys.stderr.write(f"--- {operator.name} log ---\n{operator.log_tail()}\n")
-            pytest.fail(f"{name}: no final phase in {timeout:.0f} s: {list(seen.values())}")
-        time.sleep(0.5)
+    def read() -> dict[str, Any]:
+        job: dict[str, Any] = cluster.custom.get_namespaced_custom_object(
+            GROUP, "v1", namespace, PLURAL, name
+        )
+        return job
+
+    try:
+        return judged_until(read, done, timeout=300, start_timeout=START_TIMEOUT)
+    except BaseException:
+        sys.stderr.write(f"--- {operator.name} log ---\n{operator.log_tail()}\n")
+        raise
 
 
 def submit(
@@ -126,13 +118,13 @@ def test_a_flyte_mpi_task_computes_pi_and_flyte_reads_success(
     namespace = namespace_factory(real_cluster)
     name = submit(real_cluster, namespace, template, program)
     try:
-        judged = judged_until(
+        judged_run = judged(
             real_cluster, namespace, name, lambda p: p.phase == "Success", real_operator
         )
     finally:
         sys.stderr.write(f"--- launcher ---\n{launcher_log(real_cluster, namespace, name)}\n")
-    assert phases(judged)[-1] == "Success"
-    assert set(phases(judged)) <= {"Queued", "Running", "Success"}, phases(judged)
+    assert phases(judged_run)[-1] == "Success"
+    assert set(phases(judged_run)) <= {"Queued", "Running", "Success"}, phases(judged_run)
     log = launcher_log(real_cluster, namespace, name)
     assert_pi(log)
     assert rank_hosts(log) == [f"{name}-worker-0", f"{name}-worker-1"], log
@@ -146,9 +138,9 @@ def test_a_flyte_task_whose_launcher_fails_ends_in_a_failure_phase(
     namespace = namespace_factory(real_cluster)
     # The template with a run policy: backoffLimit 2, so the launcher's retries end soon.
     name = submit(real_cluster, namespace, "mpi-run-policy", mpirun_of(["/bin/false"]))
-    judged = judged_until(
+    judged_run = judged(
         real_cluster, namespace, name, lambda p: p.phase.endswith("Failure"), real_operator
     )
-    final = judged[-1]
-    assert final.phase == "RetryableFailure", judged
+    final = judged_run[-1]
+    assert final.phase == "RetryableFailure", judged_run
     assert "Job failed" in final.message, final
