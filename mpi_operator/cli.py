@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _operator_parser() -> _Parser:
     parser = _Parser(
         prog=PROG,
-        description="Kubernetes operator for kubeflow.org/v2beta1 MPIJobs.",
+        description="Kubernetes operator for kubeflow.org/v2beta1 and v1 MPIJobs.",
         epilog=(
             "commands:\n"
             "  render    print the objects the operator would create for a job "
