@@ -48,7 +48,7 @@ def container_errors(
         if init and not sidecar:
             yield _init_forbidden(f"{path}.{probe}")
             continue
-        yield from _probe_errors(f"{path}.{probe}", value, single_success=probe != PROBES[1])
+        yield from _probe_errors(f"{path}.{probe}", value, readiness=probe == PROBES[1])
     lifecycle = container.get("lifecycle")
     if isinstance(lifecycle, dict):
         if init and not sidecar:
@@ -202,20 +202,25 @@ def _port_errors(path: str, ports: object) -> Iterator[FieldError]:
             yield FieldError(f"{where}.protocol", _unsupported(protocol, PROTOCOLS))
 
 
-def _probe_errors(
-    path: str, probe: Mapping[str, Any], *, single_success: bool
-) -> Iterator[FieldError]:
+def _probe_errors(path: str, probe: Mapping[str, Any], *, readiness: bool) -> Iterator[FieldError]:
+    """A probe's rules; a readiness probe may succeed more than once in a row, and never
+    ends the container, so it has no grace period of its own."""
     yield from _handler_errors(path, probe, _PROBE_HANDLERS, None)
     for field in _NON_NEGATIVE:
         value = probe.get(field)
         if _is_int(value) and value < 0:
             yield FieldError(f"{path}.{field}", f"invalid value {value}: must be non-negative")
     success = probe.get("successThreshold")
-    if single_success and _is_int(success) and success not in (0, 1):
+    if not readiness and _is_int(success) and success not in (0, 1):
         # 0 is defaulted to 1 before validation.
         yield FieldError(f"{path}.successThreshold", f"invalid value {success}: must be 1")
     grace = probe.get("terminationGracePeriodSeconds")
-    if _is_int(grace) and grace <= 0:
+    if readiness and grace is not None:
+        yield FieldError(
+            f"{path}.terminationGracePeriodSeconds",
+            f"invalid value {grace}: must not be set for readinessProbes",
+        )
+    elif _is_int(grace) and grace <= 0:
         yield FieldError(
             f"{path}.terminationGracePeriodSeconds",
             f"invalid value {grace}: must be greater than 0",

@@ -358,6 +358,11 @@ REFUSED: list[PodRuleCase] = [
         "containers[0].livenessProbe.terminationGracePeriodSeconds",
     ),
     PodRuleCase(
+        "readiness probe with a grace period",
+        main_container(readinessProbe={**_EXEC, "terminationGracePeriodSeconds": 5}),
+        "containers[0].readinessProbe.terminationGracePeriodSeconds",
+    ),
+    PodRuleCase(
         "preStop without a handler",
         main_container(lifecycle={"preStop": {}}),
         "containers[0].lifecycle.preStop",

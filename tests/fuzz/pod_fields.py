@@ -85,6 +85,9 @@ def good_container_fields(draw: st.DrawFn) -> dict[str, Any]:
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         if draw(st.integers(0, 5)) == 0:
             fields[probe] = draw(_pick(GOOD_PROBES))
+            if probe == "readinessProbe":
+                # Only probes that can end the container have a grace period.
+                fields[probe].pop("terminationGracePeriodSeconds", None)
     if draw(st.integers(0, 5)) == 0:
         fields["lifecycle"] = draw(_pick(GOOD_LIFECYCLE))
     if draw(st.integers(0, 4)) == 0:

@@ -210,7 +210,9 @@ def _probe(at: str, kind: str, probe: Mapping[str, Any]) -> Iterator[str]:
             yield f"{at}.{field}: negative"
     if kind != "readinessProbe" and probe.get("successThreshold", 1) not in (0, 1):
         yield f"{at}.successThreshold: not 1"
-    if probe.get("terminationGracePeriodSeconds", 1) <= 0:
+    if kind == "readinessProbe" and probe.get("terminationGracePeriodSeconds") is not None:
+        yield f"{at}.terminationGracePeriodSeconds: set on a readiness probe"
+    elif probe.get("terminationGracePeriodSeconds", 1) <= 0:
         yield f"{at}.terminationGracePeriodSeconds: not positive"
 
 
