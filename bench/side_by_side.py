@@ -33,7 +33,10 @@ slower than the operators themselves on 2 cores: it would bound nothing.)
 Requests are attributed by the audit log: only the ServiceAccount's requests are logged, and only
 one operator runs at a time, so the bytes the log grew by during a phase are that operator's.
 The table gives the mean of the rounds for each operator and the ratio ours / upstream; ``--out``
-writes every round's figures as JSON.
+writes every round's figures as JSON. ``--results FILE`` (docs/side-by-side.json for the
+documentation) keeps the means of jobs/s, CPU per job and peak RSS there, in place of an earlier
+run of the same flags, jobs and workers, and draws them against the number of jobs into FILE
+with ``.svg`` (bench/side_by_side_plot.py; it redraws from FILE alone).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import create_jobs
+import side_by_side_plot
 import yaml
 from create_jobs import GROUP, PLURAL, REPO, VERSION, localcluster
 from kubernetes import client as k8s
@@ -879,6 +883,11 @@ def main() -> int:
     )
     parser.add_argument("--namespace-timeout", type=float, default=600)
     parser.add_argument("--out", type=Path, help="also write every phase's figures as JSON here")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="keep this run's means in this file of runs and redraw its plot (FILE.svg)",
+    )
     args = parser.parse_args()
 
     binary = args.upstream_binary or built(BUILD_UPSTREAM)
@@ -918,6 +927,17 @@ def main() -> int:
     }
     heading = f"N={args.jobs} jobs x {args.workers} workers, {args.rounds} rounds (interleaved)"
     publish(report, args.out, heading, flags)
+    if args.results and phases:
+        setting = side_by_side_plot.setting_label(
+            flags.threadiness,
+            flags.kube_api_qps,
+            flags.kube_api_burst,
+            flags.queue_rate_limit,
+            flags.queue_burst,
+        )
+        side_by_side_plot.record(args.results, side_by_side_plot.summary(report, setting))
+        plot = side_by_side_plot.render(args.results, args.results.with_suffix(".svg"))
+        print(f"results kept in {args.results}, plotted in {plot}")
     if not phases:  # --rounds 0: the ceiling alone
         for result in ceiling:
             print(f"raw ceiling, {result['clients']} clients: {result['objects_per_second']:.0f}/s")

@@ -5,7 +5,8 @@ and in-cluster loading, TLS, client certificates, exec credential plugins, token
 we keep all of it by sending every request through its ``ApiClient`` (``param_serialize`` adds
 the auth header, ``rest_client.request`` performs the call on its urllib3 pool). What we do not
 keep are its typed models: they drop fields they do not know and cost several times the memory
-of the JSON. Bodies in and out are plain dicts (``json.loads`` of the response bytes).
+of the JSON. Bodies in and out are plain dicts (what ``json.loads`` gives for the response bytes,
+decoded by :mod:`.jsonbody`).
 
 On top of the transport this module adds what client-go would: client-side token buckets
 (``--kube-api-qps``/``--kube-api-burst``; one per API group that would be a clientset of its own
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -31,6 +31,7 @@ from kubernetes import config as k8s_config
 from prometheus_client import Counter
 from urllib3 import HTTPHeaderDict
 
+from mpi_operator.runtime import jsonbody
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
 from mpi_operator.runtime.objects import Object, name_of, namespace_of
 from mpi_operator.runtime.ratelimit import TokenBucket
@@ -311,7 +312,7 @@ def _decode_text(line: bytes) -> str:
 
 def _decode_event(line: bytes) -> WatchEvent:
     try:
-        event = json.loads(line)
+        event = jsonbody.loads(line)
     except ValueError as error:
         raise ApiError(0, "InvalidWatchEvent", f"undecodable watch line: {line[:200]!r}") from error
     if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
@@ -728,7 +729,7 @@ class Client:
         if not data:
             return {}
         try:
-            decoded = json.loads(data)
+            decoded = jsonbody.loads(data)
         except ValueError as error:
             text = data[:200].decode(errors="replace")
             raise ApiError(response.status, "InvalidResponse", text) from error
@@ -789,7 +790,7 @@ class Client:
 
 def _error_from_body(status: int, data: bytes) -> ApiError:
     try:
-        decoded = json.loads(data) if data else None
+        decoded = jsonbody.loads(data) if data else None
     except ValueError:
         decoded = None
     if isinstance(decoded, dict) and decoded.get("kind") == "Status":

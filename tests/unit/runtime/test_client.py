@@ -35,6 +35,17 @@ from mpi_operator.runtime.client import (
 from mpi_operator.runtime.clock import FakeClock
 from mpi_operator.runtime.informer import Informer
 from mpi_operator.runtime.leader import LeaderElectionConfig, LeaderElector, LeaseClient
+from mpi_operator.runtime.reflector import strip_managed_fields
+from tests.unit.runtime.api_bodies import (
+    BOOKMARK,
+    EXPIRED,
+    JOB,
+    MPIJOB,
+    POD,
+    STATUS,
+    event,
+    exact,
+)
 
 MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", True, "MPIJob")
 
@@ -44,6 +55,7 @@ class Reply:
     status: int = 200
     body: Any = None
     chunks: list[bytes] | None = None  # a streamed (chunked) reply, e.g. a watch
+    raw: bytes | None = None  # the body's bytes as given, instead of json.dumps(body)
     hold: threading.Event | None = None  # keep the stream open until set
 
 
@@ -91,7 +103,9 @@ def _handler(state: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                     reply.hold.wait(10)
                 self.wfile.write(b"0\r\n\r\n")
                 return
-            data = b"" if reply.body is None else json.dumps(reply.body).encode()
+            data = reply.raw if reply.raw is not None else b""
+            if reply.body is not None:
+                data = json.dumps(reply.body).encode()
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -331,6 +345,108 @@ def test_bodies_and_headers_are_those_the_official_serialization_sends(
         assert (urlsplit(url).path, parse_qsl(urlsplit(url).query)) == (seen.path, seen.query)
         for name, value in headers.items():
             assert seen.headers[name.lower()] == [value]
+
+
+def raw_list(resource_version: str, *items: bytes) -> Reply:
+    """A list answer of these objects, as the API server writes it."""
+    return Reply(
+        raw=b'{"kind":"List","apiVersion":"v1","metadata":{"resourceVersion":"%s"},"items":[%s]}'
+        % (resource_version.encode(), b",".join(items))
+    )
+
+
+@pytest.mark.parametrize(
+    ("resource", "body", "send"),
+    [
+        (PODS, POD, "create"),
+        (JOBS, JOB, "create"),
+        (MPIJOBS, MPIJOB, "update_status"),
+    ],
+    ids=["pod", "job", "mpijob status"],
+)
+def test_bodies_are_sent_as_the_standard_library_encodes_them(
+    api: tuple[FakeApiServer, Client], resource: Resource, body: bytes, send: str
+) -> None:
+    # Unicode, escapes and integers beyond 64 bits, sent byte for byte as before: json.dumps.
+    server, client = api
+    obj = json.loads(body)
+    server.replies.append(Reply(raw=body))
+    answer = getattr(client, send)(resource, obj)
+    assert server.seen[-1].raw == json.dumps(obj).encode()
+    assert exact(answer) == exact(json.loads(body))
+
+
+def test_lists_watch_events_and_errors_decode_as_the_standard_library_decodes_them(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    server.replies.append(raw_list("9", POD, MPIJOB))
+    listed = client.list(PODS, "default")
+    assert [exact(item) for item in listed.items] == [exact(json.loads(POD)),
+                                                      exact(json.loads(MPIJOB))]  # fmt: skip
+    lines = [event(b"ADDED", POD), event(b"MODIFIED", MPIJOB), event(b"DELETED", JOB),
+             event(b"BOOKMARK", BOOKMARK), event(b"ERROR", EXPIRED)]  # fmt: skip
+    server.replies.append(Reply(chunks=[line + b"\n" for line in lines]))
+    watched = list(client.watch(PODS, "default", resource_version="9"))
+    assert [(kind, exact(obj)) for kind, obj in watched] == [
+        (json.loads(line)["type"], exact(json.loads(line)["object"])) for line in lines
+    ]
+    server.replies.append(Reply(409, raw=STATUS))
+    with pytest.raises(ApiError) as caught:
+        client.create(PODS, json.loads(POD))
+    assert exact(caught.value.body) == exact(json.loads(STATUS))
+    assert is_already_exists(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (Reply(chunks=[b"[" * 5000 + b"]" * 5000 + b"\n"]), "InvalidWatchEvent"),
+        (Reply(chunks=[b'{"type":"ADDED","object":{"a":"\xff"}}\n']), "InvalidWatchEvent"),
+        (Reply(raw=b"[" * 5000 + b"]" * 5000), "InvalidResponse"),
+        (Reply(raw=b'{"kind":"Pod","a":"\xff"}'), "InvalidResponse"),
+    ],
+    ids=["deep watch line", "invalid utf-8 in a watch line", "deep answer", "invalid utf-8"],
+)
+def test_undecodable_bodies_are_api_errors(
+    api: tuple[FakeApiServer, Client], reply: Reply, reason: str
+) -> None:
+    server, client = api
+    server.replies.append(reply)
+    with pytest.raises(ApiError) as caught:
+        if reply.chunks is not None:
+            list(client.watch(PODS, "default"))
+        else:
+            client.get(PODS, "p", "default")
+    assert caught.value.reason == reason
+
+
+def test_the_cache_holds_what_the_standard_library_decodes(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    server.replies.append(raw_list("5", POD))
+    renamed = MPIJOB.replace(b'"name":"\xcf\x80-', b'"name":"other-\xcf\x80-')
+    modified = POD.replace(b'"resourceVersion":"424"', b'"resourceVersion":"600"')
+    lines = [event(b"ADDED", MPIJOB), event(b"MODIFIED", modified), event(b"BOOKMARK", BOOKMARK),
+             event(b"ADDED", renamed), event(b"DELETED", renamed)]  # fmt: skip
+    hold = threading.Event()
+    server.replies.append(Reply(chunks=[line + b"\n" for line in lines], hold=hold))
+    informer = Informer.for_resource(client, PODS, namespace="default")
+    deleted = threading.Event()
+    informer.add_event_handler(on_delete=lambda obj: deleted.set())
+    informer.start()
+    try:
+        assert informer.wait_for_sync(5)
+        assert deleted.wait(5), "the last watch event never arrived"
+        cached = {informer.store.key_of(obj): exact(obj) for obj in informer.store.list()}
+    finally:
+        informer.stop(timeout=5)
+        hold.set()
+    expected = [strip_managed_fields(json.loads(body)) for body in (MPIJOB, modified)]
+    assert cached == {
+        f"{obj['metadata']['namespace']}/{obj['metadata']['name']}": exact(obj) for obj in expected
+    }
 
 
 def test_a_refreshed_token_is_sent_with_the_next_request(
