@@ -10,6 +10,7 @@ gains no right, so no other pod of the namespace does.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -75,10 +76,7 @@ def kubectl_delivery_container(job: DefaultedMPIJob, facts: ClusterFacts) -> dic
             {"name": "NAMESPACE", "value": job.namespace},
         ],
         "resources": {"requests": dict(_DELIVERY_RESOURCES), "limits": dict(_DELIVERY_RESOURCES)},
-        "securityContext": {
-            key: dict(value) if isinstance(value, dict) else value
-            for key, value in _DELIVERY_SECURITY_CONTEXT.items()
-        },
+        "securityContext": copy.deepcopy(_DELIVERY_SECURITY_CONTEXT),
         "volumeMounts": [{"name": c.KUBECTL_VOLUME, "mountPath": c.KUBECTL_MOUNT_PATH}],
     }
 

@@ -181,5 +181,5 @@ def _problems(options: Options) -> Iterator[str]:
         yield "--lock-namespace: must not be empty while --leader-elect is true"
     yield from rendering_flag_problems(options.gang_scheduling, options.cluster_domain)
     image = options.mpi_kubectl_delivery_image
-    if not image or image != image.strip() or any(ch.isspace() for ch in image):
+    if not image or any(ch.isspace() for ch in image):
         yield f"--mpi-kubectl-delivery-image {image!r}: must be an image reference"

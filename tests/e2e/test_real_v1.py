@@ -67,7 +67,10 @@ def test_a_v1_job_computes_pi_over_kubectl_exec(
     assert rank_hosts(log) == [f"{name}-worker-0", f"{name}-worker-1"], log
     # Nothing of the SSH transport was made.
     core = real_cluster.core
-    for read in (core.read_namespaced_service, core.read_namespaced_secret):
+    for read, child in (
+        (core.read_namespaced_service, name),
+        (core.read_namespaced_secret, f"{name}-ssh"),
+    ):
         with pytest.raises(k8s.ApiException) as missing:
-            read(f"{name}-ssh" if read is core.read_namespaced_secret else name, ns)
+            read(child, ns)
         assert missing.value.status == 404
