@@ -56,6 +56,7 @@ NAMESPACE = "bench"
 GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
 WRITE_VERBS = ("create", "update", "patch", "delete")
 CONFLICTS = ("409", "")
+RECONCILES = ("reconciles", "")
 
 
 def job_manifest(name: str, workers: int) -> dict[str, Any]:
@@ -103,11 +104,14 @@ def install_crd(kubeconfig: str) -> None:
 
 
 def scrape(port: int) -> dict[tuple[str, str], float]:
-    """Write requests by (verb, resource) from the operator's counter; 409s under ("409", "")."""
+    """Write requests by (verb, resource) from the operator's counter; 409s under ("409", ""),
+    reconciles under ("reconciles", "")."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
     writes: dict[tuple[str, str], float] = {}
     for line in text.splitlines():
+        if line.startswith("controller_runtime_reconcile_total{"):
+            writes[RECONCILES] = writes.get(RECONCILES, 0.0) + float(line.rsplit(" ", 1)[1])
         if not line.startswith("mpi_operator_api_requests_total{"):
             continue
         labels_text, value = line.rsplit(" ", 1)
@@ -249,6 +253,7 @@ def measure(
     latencies = [launched[name] - submitted[name] for name in finished]
     span = max(launched[name] for name in finished) - start if finished else float("nan")
     conflicts = after.pop(CONFLICTS, 0) - before.pop(CONFLICTS, 0)
+    reconciles = after.pop(RECONCILES, 0) - before.pop(RECONCILES, 0)
     writes = {
         f"{verb} {resource}": round((after.get(key, 0) - before.get(key, 0)) / len(names), 2)
         for key in sorted(set(after) | set(before))
@@ -265,6 +270,7 @@ def measure(
         "writes_per_job": writes,
         "writes_per_job_total": round(sum(writes.values()), 2),
         "conflicts_per_job": round(conflicts / len(names), 2),
+        "reconciles_per_job": round(reconciles / len(names), 2),
         "peak_rss_mib": round(peak_rss_mib(operator.pid), 1),
         "cpu_ms_per_job": round(cpu_ms_per_job, 1),
         "operator_source": str(args.operator_source or REPO),
