@@ -14,7 +14,7 @@ and YAML-only types (binary, sets, timestamps).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Final
 
 from mpi_operator.api.errors import FieldError, join_path
@@ -42,10 +42,28 @@ def document_errors(document: object) -> list[FieldError]:
     return errors
 
 
-def _walk(document: object) -> Iterator[FieldError]:
+def values_within_bounds(
+    value: object, path: tuple[Part, ...] = (), budget: int = MAX_VALUES
+) -> int | None:
+    """How many values ``value``, found at ``path`` in a document, holds when it breaks no limit
+    there within ``budget`` values; None when it breaks one (:func:`document_errors` of the
+    document tells which). A document whose parts are each within bounds, their values within
+    MAX_VALUES, is within bounds."""
+    walk = _walk(value, path, budget)
+    try:
+        next(walk)
+    except StopIteration as finished:
+        return int(finished.value)
+    return None
+
+
+def _walk(
+    document: object, path: tuple[Part, ...] = (), budget: int = MAX_VALUES
+) -> Generator[FieldError, None, int]:
+    """The document's problems; returns the number of values visited."""
     # Each entry is a value to visit, or None: the marker that its parent's children are done,
     # so the parent leaves the set of ancestors (the objects on the current path).
-    stack: list[tuple[object, tuple[Part, ...]] | None] = [(document, ())]
+    stack: list[tuple[object, tuple[Part, ...]] | None] = [(document, path)]
     ancestors: list[int] = []
     on_path: set[int] = set()
     visited = 0
@@ -56,13 +74,13 @@ def _walk(document: object) -> Iterator[FieldError]:
             continue
         value, path = entry
         visited += 1
-        if visited > MAX_VALUES:
+        if visited > budget:
             yield FieldError(
                 "",
                 f"has more than {MAX_VALUES} values (YAML aliases counted at every use); "
                 "an MPIJob is far smaller",
             )
-            return
+            return visited
         if isinstance(value, dict | list):
             if id(value) in on_path:
                 yield FieldError(join_path(path), "contains itself (a recursive YAML alias)")
@@ -83,6 +101,7 @@ def _walk(document: object) -> Iterator[FieldError]:
         problem = _scalar_problem(value)
         if problem is not None:
             yield FieldError(join_path(path), problem)
+    return visited
 
 
 def _children(

@@ -37,7 +37,13 @@ class DefaultedMPIJob(MPIJob):
 
 def with_defaults(job: MPIJob) -> DefaultedMPIJob:
     """A copy of ``job`` with every default filled in; ``job`` is left untouched."""
-    job = job.model_copy(deep=True)
+    return fill_in_defaults(job.model_copy(deep=True))
+
+
+def fill_in_defaults(job: MPIJob) -> DefaultedMPIJob:
+    """``job`` with every default filled in, without a copy: for a job just parsed, which
+    nothing else holds. Defaults go into its models only; the dicts it shares with the document
+    it was parsed from (pod templates) are not written."""
     spec = job.spec or MPIJobSpec()
     run_policy = spec.run_policy or RunPolicy()
     if spec.transport is None:

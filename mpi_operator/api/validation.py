@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from mpi_operator.api import constants as c
 from mpi_operator.api import dns
 from mpi_operator.api.bounds import document_errors
-from mpi_operator.api.defaults import DefaultedMPIJob, with_defaults
+from mpi_operator.api.defaults import DefaultedMPIJob, fill_in_defaults, with_defaults
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError, from_pydantic, quoted
 from mpi_operator.api.pod_template import (
     OperatorMounts,
@@ -29,11 +29,15 @@ from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, crd_keywords, integer_
 def parse_mpijob(obj: object) -> MPIJob:
     """Parse a kubeflow.org/v2beta1 or v1 MPIJob from its wire form; raises
     InvalidMPIJobError."""
+    return _parsed(obj, within_bounds=False)
+
+
+def _parsed(obj: object, *, within_bounds: bool) -> MPIJob:
     if not isinstance(obj, Mapping):
         raise InvalidMPIJobError(
             [FieldError("", f"must be an MPIJob object, found {_kind_of(obj)}")]
         )
-    problems = document_errors(obj)
+    problems = [] if within_bounds else document_errors(obj)
     if problems:
         raise InvalidMPIJobError(problems)
     mismatched = [
@@ -46,6 +50,16 @@ def parse_mpijob(obj: object) -> MPIJob:
         return MPIJob.model_validate(dict(obj), by_alias=True)
     except ValidationError as error:
         raise InvalidMPIJobError(from_pydantic(error)) from None
+
+
+def parse_with_defaults_and_errors(
+    obj: object, *, within_bounds: bool = False
+) -> tuple[DefaultedMPIJob, list[FieldError]]:
+    """:func:`parse_mpijob` of ``obj``, then :func:`with_defaults_and_errors` of the job,
+    without copying it (nothing else holds it); raises InvalidMPIJobError. ``within_bounds``:
+    the caller found ``obj`` within the document limits (``bounds.values_within_bounds``)."""
+    defaulted = fill_in_defaults(_parsed(obj, within_bounds=within_bounds))
+    return defaulted, list(_errors(defaulted))
 
 
 def validate(job: MPIJob) -> list[FieldError]:
@@ -62,7 +76,7 @@ def with_defaults_and_errors(job: MPIJob) -> tuple[DefaultedMPIJob, list[FieldEr
 
 def load_valid_mpijob(obj: object) -> DefaultedMPIJob:
     """Parse and validate; returns the job with defaults applied."""
-    job, errors = with_defaults_and_errors(parse_mpijob(obj))
+    job, errors = parse_with_defaults_and_errors(obj)
     if errors:
         raise InvalidMPIJobError(errors)
     return job

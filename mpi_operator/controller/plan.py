@@ -28,10 +28,10 @@ from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError, InvalidMPIJobError
+from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import is_controlled_by, metadata_of
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.api.validation import parse_mpijob, with_defaults_and_errors
+from mpi_operator.controller.admission import Admission, admit
 from mpi_operator.controller.conditions import (
     is_finished,
     is_true,
@@ -63,7 +63,7 @@ from mpi_operator.desired.launcher import (
     new_launcher_job,
     template_sets_restart_policy,
 )
-from mpi_operator.desired.objects import Child, children, render_errors
+from mpi_operator.desired.objects import Child, children
 from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
@@ -166,6 +166,8 @@ class SyncContext:
     gang: GangScheduler | None
     now: str
     new_key_pair: Callable[[], SSHKeyPair] = generate_ssh_key_pair
+    # How the stored object becomes the job to sync (AdmissionCache.admit remembers it).
+    admit: Callable[[object, ClusterFacts, GangScheduler | None], Admission] = admit
     # The cluster may have room for the gang now: give the scheduler the strategy's nudge if
     # the gang still waits.
     nudge: bool = False
@@ -176,23 +178,10 @@ def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -
     plan = Plan()
     if obj is None:
         return plan
-    try:
-        raw = parse_mpijob(obj)
-    except InvalidMPIJobError as error:
-        return _invalid(plan, error.errors)
-    spec = raw.spec
-    managed_by = spec.run_policy.managed_by if spec and spec.run_policy else None
-    if managed_by and managed_by != c.CONTROLLER_NAME:
-        return plan
-    if (raw.metadata or {}).get("deletionTimestamp"):
-        return plan
-    job, errors = with_defaults_and_errors(raw)
-    if errors:
-        return _invalid(plan, errors)
-    errors = render_errors(job, ctx.facts, ctx.gang)
-    if errors:
-        return _invalid(plan, errors)
-    return _Sync(job, view, ctx, plan).run()
+    admission = ctx.admit(obj, ctx.facts, ctx.gang)
+    if admission.job is None:
+        return _invalid(plan, admission.errors) if admission.errors else plan
+    return _Sync(admission.job, view, ctx, plan).run()
 
 
 def _invalid(plan: Plan, errors: Sequence[FieldError]) -> Plan:

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from gang import GangScheduler
 from mpi_operator.api.cluster import ClusterFacts
+from mpi_operator.controller.admission import AdmissionCache
 from mpi_operator.controller.execute import Writer, execute
 from mpi_operator.controller.plan import Action, Plan, SyncContext, plan_sync
 from mpi_operator.controller.status import Event
@@ -19,7 +20,7 @@ from mpi_operator.operator.capacity import NudgeSchedule
 from mpi_operator.runtime.controller import Result
 from mpi_operator.runtime.events import EventRecorder
 from mpi_operator.runtime.expectations import Expectations, Written
-from mpi_operator.runtime.objects import Object, make_key
+from mpi_operator.runtime.objects import Object, make_key, split_key
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class MPIJobReconciler:
         self._expectations = expectations or Expectations()
         self._pool = pool
         self._nudges = nudges
+        self._admissions = AdmissionCache()
 
     def __call__(self, key: str) -> Result | None:
         obj = self._caches.mpijobs.store.get(key)
@@ -70,6 +72,7 @@ class MPIJobReconciler:
             # Children carry owner references; the garbage collector removes them.
             log.debug("mpijob %s is gone", key)
             self._expectations.forget(key)
+            self._admissions.forget(*split_key(key))
             if self._nudges is not None:
                 self._nudges.forget(key)
             return None
@@ -81,7 +84,8 @@ class MPIJobReconciler:
             return Result(requeue_after=wait)
         facts = self._caches.facts(self._static_facts)
         nudge = self._nudges is not None and self._nudges.take(key)
-        plan = plan_sync(obj, self._view, SyncContext(facts, self._gang, self._now(), nudge=nudge))
+        ctx = SyncContext(facts, self._gang, self._now(), nudge=nudge, admit=self._admissions.admit)
+        plan = plan_sync(obj, self._view, ctx)
 
         def announce(event: Event) -> None:
             self._recorder.event(obj, event.type, event.reason, event.message)

@@ -6,7 +6,9 @@ Outcomes:
 - ``refused``: exit 2, nothing on stdout, one ``field.path: message`` line per problem;
 - ``traceback``: an exception escaped (or a refusal broke the one-line format);
 - ``hang``: the example ran past its time limit;
-- ``accepted-but-invalid``: exit 0 (or a sync that writes), but the oracle finds a problem.
+- ``accepted-but-invalid``: exit 0 (or a sync that writes), but the oracle finds a problem;
+- ``cache-differs``: a sync whose job comes from the operator's admission cache, warmed by the
+  same job under another status, plans otherwise than one that admits the job afresh.
 
 The operator's path gets the document as the API server would hand it over (JSON), so only
 examples whose YAML has a JSON form reach it.
@@ -22,7 +24,7 @@ import signal
 import traceback
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
@@ -30,7 +32,8 @@ import yaml
 from gang import select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts, rendering_flag_problems
 from mpi_operator.cli import main
-from mpi_operator.controller.plan import SyncContext, plan_sync
+from mpi_operator.controller.admission import AdmissionCache
+from mpi_operator.controller.plan import Plan, SyncContext, plan_sync
 from mpi_operator.desired.ssh import SSHKeyPair
 from mpi_operator.manifest import ManifestError, read_documents
 from mpi_operator.testing.view import MemoryView
@@ -43,8 +46,9 @@ REFUSED = "refused"
 TRACEBACK = "traceback"
 HANG = "hang"
 ACCEPTED_BUT_INVALID = "accepted-but-invalid"
-CATEGORIES = (VALID, REFUSED, TRACEBACK, HANG, ACCEPTED_BUT_INVALID)
-FAILURES = (TRACEBACK, HANG, ACCEPTED_BUT_INVALID)
+CACHE_DIFFERS = "cache-differs"
+CATEGORIES = (VALID, REFUSED, TRACEBACK, HANG, ACCEPTED_BUT_INVALID, CACHE_DIFFERS)
+FAILURES = (TRACEBACK, HANG, ACCEPTED_BUT_INVALID, CACHE_DIFFERS)
 
 # A field path, then ": ", then the message; no control characters anywhere.
 REFUSAL_LINE = re.compile(r"[^\s:][^\x00-\x1f\x7f]*?: [^\x00-\x1f\x7f]+")
@@ -154,6 +158,8 @@ def _sync(document: dict[str, Any], example: Example) -> Outcome:
     if not _operator_would_start(example):
         return Outcome("operator", REFUSED)
     plan = plan_sync(document, MemoryView(), context)
+    if _cached_plan(document, context) != plan:
+        return Outcome("operator", CACHE_DIFFERS, "admission cache changed the sync's plan")
     bodies = [a.body for a in plan.actions if a.verb == "create" and a.body is not None]
     found = [f"{body.get('kind')}: {p}" for body in bodies for p in problems(body)]
     if found:
@@ -161,6 +167,19 @@ def _sync(document: dict[str, Any], example: Example) -> Outcome:
     if not bodies:
         return Outcome("operator", REFUSED)
     return Outcome("operator", VALID)
+
+
+def _cached_plan(document: dict[str, Any], context: SyncContext) -> Plan:
+    """The plan from a job the admission cache gives, after the job was synced with an older
+    status and resourceVersion."""
+    cache = AdmissionCache()
+    metadata = document.get("metadata")
+    earlier = {**document, "status": {"startTime": "2025-01-01T00:00:00Z"}}
+    if isinstance(metadata, dict):
+        earlier["metadata"] = {**metadata, "resourceVersion": "1"}
+    cached = replace(context, admit=cache.admit)
+    plan_sync(earlier, MemoryView(), cached)
+    return plan_sync(document, MemoryView(), cached)
 
 
 def _operator_would_start(example: Example) -> bool:
@@ -192,6 +211,8 @@ def _json_document(text: str) -> dict[str, Any] | None:
             metadata["namespace"] = "default"
         if metadata.get("uid") in (None, ""):
             metadata["uid"] = "0d9a7e2c-0000-4000-8000-000000000000"
+        if metadata.get("resourceVersion") in (None, ""):
+            metadata["resourceVersion"] = "2"
     return decoded
 
 
