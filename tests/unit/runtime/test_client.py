@@ -57,6 +57,7 @@ class Reply:
     chunks: list[bytes] | None = None  # a streamed (chunked) reply, e.g. a watch
     raw: bytes | None = None  # the body's bytes as given, instead of json.dumps(body)
     hold: threading.Event | None = None  # keep the stream open until set
+    location: str | None = None  # a redirect's target
 
 
 @dataclass
@@ -93,6 +94,8 @@ def _handler(state: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             reply = state.replies.popleft() if state.replies else Reply(404, {"kind": "x"})
             self.send_response(reply.status)
             self.send_header("Content-Type", "application/json")
+            if reply.location is not None:
+                self.send_header("Location", reply.location)
             if reply.chunks is not None:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
@@ -345,6 +348,53 @@ def test_bodies_and_headers_are_those_the_official_serialization_sends(
         assert (urlsplit(url).path, parse_qsl(urlsplit(url).query)) == (seen.path, seen.query)
         for name, value in headers.items():
             assert seen.headers[name.lower()] == [value]
+
+
+def test_requests_go_straight_to_the_servers_pool_not_through_the_rest_layer(
+    api: tuple[FakeApiServer, Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, client = api
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the REST layer was used")
+
+    monkeypatch.setattr(client._api.rest_client, "request", refuse)
+    server.replies.extend([Reply(body={"kind": "Pod"}), Reply(body={"kind": "Pod"})])
+    assert client.get(PODS, "p", "ns") == {"kind": "Pod"}
+    assert client.create(PODS, {"kind": "Pod"}, "ns") == {"kind": "Pod"}
+    assert [seen.method for seen in server.seen] == ["GET", "POST"]
+
+
+def test_a_redirect_is_followed_as_the_rest_layer_followed_it(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    moved = Reply(307, raw=b"", location="/api/v1/namespaces/other/pods/p")
+    server.replies.extend([moved, moved, Reply(body={"a": 1})])
+    assert client.update(PODS, {"metadata": {"name": "p", "namespace": "ns"}}) == {"a": 1}
+    # The redirect goes back through the pool manager, which asks again and follows it; a
+    # 307 keeps the method and the body.
+    assert [(seen.method, seen.path) for seen in server.seen] == [
+        ("PUT", "/api/v1/namespaces/ns/pods/p"),
+        ("PUT", "/api/v1/namespaces/ns/pods/p"),
+        ("PUT", "/api/v1/namespaces/other/pods/p"),
+    ]
+    assert server.seen[-1].body == {"metadata": {"name": "p", "namespace": "ns"}}
+
+
+def test_through_a_proxy_the_rest_layer_sends(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    proxied = k8s_client.Configuration(host="http://api.invalid:6443")
+    proxied.proxy = client.configuration.host  # the fake server stands in for the proxy
+    through_proxy = Client(proxied, qps=0)
+    server.replies.append(Reply(body={"kind": "Pod"}))
+    try:
+        assert through_proxy.get(PODS, "p", "ns") == {"kind": "Pod"}
+    finally:
+        through_proxy.close()
+    [seen] = server.seen
+    assert seen.path == "/api/v1/namespaces/ns/pods/p"
+    assert seen.headers["host"] == ["api.invalid:6443"]
 
 
 def raw_list(resource_version: str, *items: bytes) -> Reply:
