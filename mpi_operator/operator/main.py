@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Final
@@ -51,6 +52,7 @@ from mpi_operator.runtime.client import (
     is_not_found,
 )
 from mpi_operator.runtime.controller import Controller, install_log_record_context
+from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.events import WRITERS as EVENT_WRITERS
 from mpi_operator.runtime.events import ClientEventSink, EventRecorder
 from mpi_operator.runtime.health import HealthServer, start_metrics_server
@@ -156,9 +158,10 @@ class Operator:
                 options.controller_queue_rate_limit, options.controller_queue_burst
             ),
         )
+        own_writes = OwnWrites()
         caches.mpijobs.add_event_handler(
             on_add=lambda obj: queue.add(object_key(obj)),
-            on_update=lambda old, new: _enqueue_changed(queue, old, new),
+            on_update=lambda old, new: _enqueue_changed(queue, old, new, own_writes),
             on_delete=lambda obj: queue.add(object_key(obj)),
         )
         # A job's children change in bursts (each worker turning Running, its launcher pod
@@ -167,14 +170,8 @@ class Operator:
             caches,
             lambda key: queue.add_when_quiet(key, CHILD_EVENTS_QUIET, CHILD_EVENTS_LONGEST),
         )
-
-        def owners_of_both(old: Object, new: Object) -> None:
-            # A changed owner reference moves a child: both jobs need a look.
-            to_owner(old)
-            to_owner(new)
-
-        for informer in caches.children.values():
-            informer.add_event_handler(to_owner, owners_of_both, to_owner)
+        for resource, informer in caches.children.items():
+            informer.add_event_handler(*_child_handlers(resource, to_owner, own_writes))
 
         # A gang input (a queue opening, say) concerns only the jobs whose gang objects the
         # strategy reads it for; schedulers rewrite them often (Volcano: queue status).
@@ -195,6 +192,7 @@ class Operator:
             options.static_facts(),
             pool=pool,
             nudges=nudges,
+            own_writes=own_writes,
         )
         controller = Controller(
             RECONCILER_NAME,
@@ -247,10 +245,39 @@ def connection_pool_size(threadiness: int) -> int:
     return max(32, threadiness + write_threads(threadiness) + 16 + EVENT_WRITERS)
 
 
-def _enqueue_changed(queue: RateLimitingQueue, old: Object, new: Object) -> None:
-    # A relist replays every object as an update; only real changes need a sync.
-    if old["metadata"].get("resourceVersion") != new["metadata"].get("resourceVersion"):
+def _enqueue_changed(
+    queue: RateLimitingQueue, old: Object, new: Object, own_writes: OwnWrites
+) -> None:
+    # A relist replays every object as an update; only real changes need a sync, and our own
+    # status write coming back changes nothing its sync did not know.
+    if old["metadata"].get("resourceVersion") == new["metadata"].get("resourceVersion"):
+        return
+    if not own_writes.is_echo(MPIJOBS.plural, new):
         queue.add(object_key(new))
+
+
+def _child_handlers(
+    resource: str, to_owner: Callable[[Object], None], own_writes: OwnWrites
+) -> tuple[Callable[[Object], None], Callable[[Object, Object], None], Callable[[Object], None]]:
+    """A child's add, update and delete handlers: its job is enqueued for each, except for
+    an event that only shows our own write of the child."""
+
+    def added(obj: Object) -> None:
+        if not own_writes.is_echo(resource, obj):
+            to_owner(obj)
+
+    def updated(old: Object, new: Object) -> None:
+        if own_writes.is_echo(resource, new):
+            return
+        # A changed owner reference moves a child: both jobs need a look.
+        to_owner(old)
+        to_owner(new)
+
+    def deleted(obj: Object) -> None:
+        own_writes.is_echo(resource, obj)  # forgets a write of the object, if any
+        to_owner(obj)
+
+    return added, updated, deleted
 
 
 def check_crd(client: Client, namespace: str) -> bool:

@@ -18,6 +18,7 @@ from mpi_operator.operator import metrics
 from mpi_operator.operator.caches import MPIJOBS, Caches
 from mpi_operator.operator.capacity import NudgeSchedule
 from mpi_operator.runtime.controller import Result
+from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.events import EventRecorder
 from mpi_operator.runtime.expectations import Expectations, Written
 from mpi_operator.runtime.objects import Object, make_key, split_key
@@ -53,6 +54,7 @@ class MPIJobReconciler:
         expectations: Expectations | None = None,
         pool: Executor | None = None,
         nudges: NudgeSchedule | None = None,
+        own_writes: OwnWrites | None = None,
     ) -> None:
         self._caches = caches
         self._view = caches.view()
@@ -65,6 +67,7 @@ class MPIJobReconciler:
         self._pool = pool
         self._nudges = nudges
         self._admissions = AdmissionCache()
+        self._own_writes = OwnWrites() if own_writes is None else own_writes
 
     def __call__(self, key: str) -> Result | None:
         obj = self._caches.mpijobs.store.get(key)
@@ -73,6 +76,7 @@ class MPIJobReconciler:
             log.debug("mpijob %s is gone", key)
             self._expectations.forget(key)
             self._admissions.forget(*split_key(key))
+            self._own_writes.forget(key)
             if self._nudges is not None:
                 self._nudges.forget(key)
             return None
@@ -81,7 +85,9 @@ class MPIJobReconciler:
             # Our last writes are not in the caches yet: a plan now would repeat them or
             # write status over a version we replaced. Their cache events enqueue the key.
             log.debug("caches behind our last writes; sync skipped")
+            self._own_writes.waiting(key, True)
             return Result(requeue_after=wait)
+        self._own_writes.waiting(key, False)
         facts = self._caches.facts(self._static_facts)
         nudge = self._nudges is not None and self._nudges.take(key)
         ctx = SyncContext(facts, self._gang, self._now(), nudge=nudge, admit=self._admissions.admit)
@@ -92,6 +98,7 @@ class MPIJobReconciler:
 
         outcome = execute(plan, self._writer, announce, self._pool)
         self._expectations.expect(key, self._awaited(outcome.written))
+        self._remember_own_writes(key, outcome.written)
         self._count_nudge(key, plan, outcome.written)
         if outcome.done == len(plan.actions):
             self._count(obj, plan, outcome.written)
@@ -108,6 +115,17 @@ class MPIJobReconciler:
         if plan.requeue_after is not None:
             return Result(requeue_after=plan.requeue_after)
         return None
+
+    def _remember_own_writes(
+        self, key: str, written: Sequence[tuple[Action, dict[str, Any] | None]]
+    ) -> None:
+        """What each write of a cached kind made, so its watch event is known for ours."""
+        for action, answer in written:
+            resource = action.resource.partition("/")[0]
+            version = _version(answer)
+            cached = resource == MPIJOBS.plural or resource in self._caches.children
+            if cached and version and action.verb != "delete":
+                self._own_writes.wrote(key, resource, action.namespace, action.name, version)
 
     def _cached(self, resource: str, namespace: str, name: str) -> Object | None:
         if resource == MPIJOBS.plural:

@@ -17,6 +17,7 @@ from mpi_operator.operator.capacity import NudgeSchedule
 from mpi_operator.operator.reconciler import MPIJobReconciler, SyncError
 from mpi_operator.runtime.clock import FakeClock
 from mpi_operator.runtime.controller import Controller
+from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.ratelimit import ItemExponentialFailureRateLimiter
 from mpi_operator.runtime.workqueue import RateLimitingQueue
 from mpi_operator.testing.wrappers import MPIJobWrapper
@@ -133,6 +134,39 @@ def test_a_sync_before_the_caches_show_our_last_writes_writes_nothing() -> None:
     caches.mpijobs.store.upsert({**job, "metadata": metadata, "status": status["status"]})
     assert reconciler("ns/pi") is None
     assert writer.writes == first and recorder.events == []
+
+
+def test_our_own_writes_are_known_when_they_come_back_unless_a_sync_waits_for_them() -> None:
+    caches = build_caches(offline_client(), None, None)
+    job = MPIJobWrapper("pi").workers(1).obj()
+    job["metadata"]["resourceVersion"] = "100"
+    caches.mpijobs.store.upsert(job)
+    writer, own = CountingWriter(), OwnWrites()
+    reconciler = MPIJobReconciler(
+        caches,
+        writer,
+        Recorder(),
+        None,
+        own_writes=own,  # type: ignore[arg-type]
+    )
+    assert reconciler("ns/pi") is None
+    *children, (_, status) = writer.answers
+    written = {**job, "metadata": {**job["metadata"], **status["metadata"]}}
+    [(_, config_map)] = [(r, child) for r, child in children if r == "configmaps"]
+    assert own.is_echo("configmaps", config_map)
+    assert not own.is_echo(
+        "mpijobs", {**job, "metadata": {**job["metadata"], "resourceVersion": "999"}}
+    )
+    # The children are not cached yet: the next sync is skipped, and waits for the events
+    # that show our writes, the job's own among them.
+    result = reconciler("ns/pi")
+    assert result is not None and result.requeue_after is not None
+    assert not own.is_echo("mpijobs", written)
+    # A deleted job's writes are forgotten.
+    caches.mpijobs.store.delete("ns/pi")
+    assert len(own) > 0
+    assert reconciler("ns/pi") is None
+    assert len(own) == 0
 
 
 class PatchRefusingWriter(CountingWriter):
