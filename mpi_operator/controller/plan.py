@@ -144,6 +144,9 @@ class Plan:
     nudged: bool = False
     # Sync again after this many seconds, when nothing else will (a finished job's TTL).
     requeue_after: float | None = None
+    # The next sync continues from this one's status write: its watch event must sync the job
+    # (other writes' events only show what this sync already knew).
+    continued: bool = False
 
     def stop(self, message: str) -> Plan:
         self.error = message
@@ -241,6 +244,7 @@ class _Sync:
         outcome = compute_status(self.job, self.status, seen, self.ctx.now)
         self.plan.events.extend(outcome.events)
         self.plan.succeeded, self.plan.failed = outcome.succeeded, outcome.failed
+        self.plan.continued = outcome.continued
         self.status = outcome.status
         if self.ctx.gang is not None and not self.suspended:
             self._observe_gang(self.ctx.gang, placed_only=done)

@@ -61,6 +61,8 @@ class StatusOutcome:
     events: list[Event] = field(default_factory=list)
     succeeded: bool = False
     failed: bool = False
+    # The status records a step that the next sync continues from (Running, then Succeeded).
+    continued: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ def compute_status(
             launcher_status["succeeded"] = 1
         if completed and _ran_unseen(conditions, seen):
             _record_unseen_run(out, key, seen.launcher, now)
+            out.continued = True
         elif completed:
             message = f"MPIJob {key} successfully completed."
             out.events.append(Event(NORMAL, REASON_SUCCEEDED, message))
@@ -178,8 +181,9 @@ def _ran_unseen(conditions: list[Condition], seen: Observed) -> bool:
 
 
 def _record_unseen_run(out: StatusOutcome, key: str, launcher: dict[str, Any], now: str) -> None:
-    # Running first, dated when the launcher started; the write triggers the next sync, which
-    # records Succeeded. Watchers and Kueue see the job's real history, not a skipped phase.
+    # Running first, dated when the launcher started; the next sync, which the status write's
+    # watch event starts, records Succeeded. Watchers and Kueue see the job's real history,
+    # not a skipped phase.
     started = (launcher.get("status") or {}).get("startTime") or now
     set_condition(
         out.status["conditions"],

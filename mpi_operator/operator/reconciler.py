@@ -98,7 +98,7 @@ class MPIJobReconciler:
 
         outcome = execute(plan, self._writer, announce, self._pool)
         self._expectations.expect(key, self._awaited(outcome.written))
-        self._remember_own_writes(key, outcome.written)
+        self._remember_own_writes(key, outcome.written, continued=plan.continued)
         self._count_nudge(key, plan, outcome.written)
         if outcome.done == len(plan.actions):
             self._count(obj, plan, outcome.written)
@@ -117,13 +117,20 @@ class MPIJobReconciler:
         return None
 
     def _remember_own_writes(
-        self, key: str, written: Sequence[tuple[Action, dict[str, Any] | None]]
+        self,
+        key: str,
+        written: Sequence[tuple[Action, dict[str, Any] | None]],
+        *,
+        continued: bool,
     ) -> None:
-        """What each write of a cached kind made, so its watch event is known for ours."""
+        """What each write of a cached kind made, so its watch event is known for ours; not
+        the status write of a sync that the next one continues from."""
         for action, answer in written:
             resource = action.resource.partition("/")[0]
             version = _version(answer)
             cached = resource == MPIJOBS.plural or resource in self._caches.children
+            if continued and action.resource == STATUS_RESOURCE:
+                continue
             if cached and version and action.verb != "delete":
                 self._own_writes.wrote(key, resource, action.namespace, action.name, version)
 

@@ -206,6 +206,7 @@ def test_a_run_no_sync_saw_is_recorded_before_its_success() -> None:
     assert running["lastTransitionTime"] == T0 == running["lastUpdateTime"]
     assert "completionTime" not in ran.status
     assert not ran.succeeded
+    assert ran.continued  # the next sync must come, though nothing else changes
 
     done = compute_status(JOB, ran.status, seen, T2)
     assert summary(done.status["conditions"]) == [
@@ -213,6 +214,7 @@ def test_a_run_no_sync_saw_is_recorded_before_its_success() -> None:
         ("Running", "False", "MPIJobRunning"),
         ("Succeeded", "True", "MPIJobSucceeded"),
     ]
+    assert not done.continued
     assert done.status["completionTime"] == T1
     assert done.events == [
         Event("Normal", "MPIJobSucceeded", "MPIJob ns/test successfully completed.")

@@ -20,7 +20,7 @@ from mpi_operator.runtime.controller import Controller
 from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.ratelimit import ItemExponentialFailureRateLimiter
 from mpi_operator.runtime.workqueue import RateLimitingQueue
-from mpi_operator.testing.wrappers import MPIJobWrapper
+from mpi_operator.testing.wrappers import MPIJobWrapper, owner_references
 from tests.unit.process.test_caches import offline_client
 
 _names = itertools.count()
@@ -167,6 +167,40 @@ def test_our_own_writes_are_known_when_they_come_back_unless_a_sync_waits_for_th
     assert len(own) > 0
     assert reconciler("ns/pi") is None
     assert len(own) == 0
+
+
+def test_the_status_write_a_next_sync_continues_from_is_not_taken_for_an_echo() -> None:
+    caches = build_caches(offline_client(), None, None)
+    job = MPIJobWrapper("pi").workers(1).obj()
+    job["metadata"]["resourceVersion"] = "100"
+    # The launcher ran and finished before any sync saw it: Running now, Succeeded next.
+    launcher = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "pi-launcher",
+            "namespace": "ns",
+            "resourceVersion": "7",
+            "ownerReferences": owner_references("pi"),
+        },
+        "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+    }
+    caches.mpijobs.store.upsert(job)
+    caches.children["jobs"].store.upsert(launcher)
+    writer, own = CountingWriter(), OwnWrites()
+    reconciler = MPIJobReconciler(
+        caches,
+        writer,
+        Recorder(),
+        None,
+        own_writes=own,  # type: ignore[arg-type]
+    )
+    assert reconciler("ns/pi") is None
+    assert writer.writes == ["update_status mpijobs/status pi"]
+    [(_, status)] = writer.answers
+    assert [c["type"] for c in status["status"]["conditions"]] == ["Created", "Running"]
+    written = {**job, "metadata": {**job["metadata"], **status["metadata"]}}
+    assert not own.is_echo("mpijobs", written)
 
 
 class PatchRefusingWriter(CountingWriter):
