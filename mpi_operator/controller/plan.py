@@ -244,7 +244,8 @@ class _Sync:
         outcome = compute_status(self.job, self.status, seen, self.ctx.now)
         self.plan.events.extend(outcome.events)
         self.plan.succeeded, self.plan.failed = outcome.succeeded, outcome.failed
-        self.plan.continued = outcome.continued
+        # A job that finishes now is cleaned up by its next sync (_finished).
+        self.plan.continued = outcome.continued or outcome.succeeded or outcome.failed
         self.status = outcome.status
         if self.ctx.gang is not None and not self.suspended:
             self._observe_gang(self.ctx.gang, placed_only=done)

@@ -513,6 +513,8 @@ def test_a_gang_reported_placed_only_as_its_launcher_finishes_reads_scheduled(ga
     plan = plan_sync(obj, view, context(gang, now=LATER))
     assert ("Succeeded", "True", "MPIJobSucceeded") in conditions(status_of(plan))
     assert gang_condition(plan) == ("True", "PodGroupRunning")
+    # The next sync cleans the finished job up: this status write's event must start it.
+    assert plan.continued
 
 
 @pytest.mark.parametrize("gang", GANGS)
@@ -522,7 +524,8 @@ def test_a_gang_reported_placed_after_its_job_finished_reads_scheduled(gang: str
     launcher_completed(view)
     obj["status"] = status_of(plan_sync(obj, view, context(gang, now=LATER)))
     assert ("Succeeded", "True", "MPIJobSucceeded") in conditions(obj["status"])
-    assert plan_sync(obj, view, context(gang, now=LATER)).actions == []
+    cleanup = plan_sync(obj, view, context(gang, now=LATER))
+    assert cleanup.actions == [] and not cleanup.continued
 
     pod_group_with_status(view, {"phase": "Running"})
     plan = plan_sync(obj, view, context(gang, now=LATER))

@@ -161,7 +161,7 @@ def test_with_no_retries_a_failed_worker_fails_the_job_with_its_own_reason() -> 
 
     failing = sync(job, view, context(now=LATER))
     assert writes(failing) == ["update_status mpijobs/status test"]
-    assert failing.failed
+    assert failing.failed and failing.continued
     failed = condition(job, "Failed")
     assert (failed["status"], failed["reason"]) == ("True", "WorkerFailed/OOMKilled")
     assert failed["message"] == (
