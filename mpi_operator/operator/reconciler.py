@@ -125,14 +125,21 @@ class MPIJobReconciler:
     ) -> None:
         """What each write of a cached kind made, so its watch event is known for ours; not
         the status write of a sync that the next one continues from."""
+        for resource, action, answer in self._of_cached_kinds(written):
+            if action.verb == "delete" or (continued and action.resource == STATUS_RESOURCE):
+                continue
+            version = _version(answer)
+            if version:
+                self._own_writes.wrote(key, resource, action.namespace, action.name, version)
+
+    def _of_cached_kinds(
+        self, written: Sequence[tuple[Action, dict[str, Any] | None]]
+    ) -> Iterator[tuple[str, Action, dict[str, Any] | None]]:
+        """The writes of kinds the caches hold, each with its resource plural."""
         for action, answer in written:
             resource = action.resource.partition("/")[0]
-            version = _version(answer)
-            cached = resource == MPIJOBS.plural or resource in self._caches.children
-            if continued and action.resource == STATUS_RESOURCE:
-                continue
-            if cached and version and action.verb != "delete":
-                self._own_writes.wrote(key, resource, action.namespace, action.name, version)
+            if resource == MPIJOBS.plural or resource in self._caches.children:
+                yield resource, action, answer
 
     def _cached(self, resource: str, namespace: str, name: str) -> Object | None:
         if resource == MPIJOBS.plural:
@@ -145,10 +152,7 @@ class MPIJobReconciler:
         """The writes whose effect the caches will show: creates, changing updates and
         uid-bound deletes of cached kinds. (A plain delete planned from a stale cache only
         meets a harmless 404; a replaced worker's must not be counted twice.)"""
-        for action, answer in written:
-            resource = action.resource.partition("/")[0]
-            if resource != MPIJOBS.plural and resource not in self._caches.children:
-                continue
+        for resource, action, answer in self._of_cached_kinds(written):
             if action.verb == "create":
                 yield Written(resource, action.namespace, action.name)
             elif action.deleted_uid is not None:

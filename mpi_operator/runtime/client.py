@@ -3,7 +3,8 @@
 The official ``kubernetes`` package supplies everything that is hard to get right — kubeconfig
 and in-cluster loading, TLS, client certificates, exec credential plugins, token refresh — and
 we keep all of it by sending every request through its ``ApiClient`` (``param_serialize`` adds
-the auth header, ``rest_client.request`` performs the call on its urllib3 pool). What we do not
+the auth header, and the request goes to the pool of its REST client's urllib3 pool manager, as
+its ``rest_client.request`` would send it: see :func:`_transport`). What we do not
 keep are its typed models: they drop fields they do not know and cost several times the memory
 of the JSON. Bodies in and out are plain dicts (what ``json.loads`` gives for the response bytes,
 decoded by :mod:`.jsonbody`).

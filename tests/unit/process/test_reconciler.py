@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from prometheus_client import REGISTRY
@@ -12,7 +12,7 @@ from gang import select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.controller.execute import WriteError
 from mpi_operator.controller.plan import Action
-from mpi_operator.operator.caches import build_caches
+from mpi_operator.operator.caches import Caches, build_caches
 from mpi_operator.operator.capacity import NudgeSchedule
 from mpi_operator.operator.reconciler import MPIJobReconciler, SyncError
 from mpi_operator.runtime.clock import FakeClock
@@ -108,13 +108,37 @@ class CountingWriter:
         return body
 
 
-def test_a_sync_before_the_caches_show_our_last_writes_writes_nothing() -> None:
+class Cached(NamedTuple):
+    """Job ns/pi (resourceVersion 100) in the caches, and a reconciler that counts writes."""
+
+    caches: Caches
+    job: dict[str, Any]
+    writer: CountingWriter
+    recorder: Recorder
+    own_writes: OwnWrites
+    reconciler: MPIJobReconciler
+
+
+def cached_pi(*children: tuple[str, dict[str, Any]]) -> Cached:
     caches = build_caches(offline_client(), None, None)
     job = MPIJobWrapper("pi").workers(1).obj()
     job["metadata"]["resourceVersion"] = "100"
     caches.mpijobs.store.upsert(job)
-    writer, recorder = CountingWriter(), Recorder()
-    reconciler = MPIJobReconciler(caches, writer, recorder, None)  # type: ignore[arg-type]
+    for resource, child in children:
+        caches.children[resource].store.upsert(child)
+    writer, recorder, own = CountingWriter(), Recorder(), OwnWrites()
+    reconciler = MPIJobReconciler(
+        caches,
+        writer,
+        recorder,  # type: ignore[arg-type]
+        None,
+        own_writes=own,
+    )
+    return Cached(caches, job, writer, recorder, own, reconciler)
+
+
+def test_a_sync_before_the_caches_show_our_last_writes_writes_nothing() -> None:
+    caches, job, writer, recorder, _, reconciler = cached_pi()
     assert reconciler("ns/pi") is None
     first = list(writer.writes)
     recorder.events.clear()
@@ -137,18 +161,7 @@ def test_a_sync_before_the_caches_show_our_last_writes_writes_nothing() -> None:
 
 
 def test_our_own_writes_are_known_when_they_come_back_unless_a_sync_waits_for_them() -> None:
-    caches = build_caches(offline_client(), None, None)
-    job = MPIJobWrapper("pi").workers(1).obj()
-    job["metadata"]["resourceVersion"] = "100"
-    caches.mpijobs.store.upsert(job)
-    writer, own = CountingWriter(), OwnWrites()
-    reconciler = MPIJobReconciler(
-        caches,
-        writer,
-        Recorder(),
-        None,
-        own_writes=own,  # type: ignore[arg-type]
-    )
+    caches, job, writer, _, own, reconciler = cached_pi()
     assert reconciler("ns/pi") is None
     *children, (_, status) = writer.answers
     written = {**job, "metadata": {**job["metadata"], **status["metadata"]}}
@@ -170,9 +183,6 @@ def test_our_own_writes_are_known_when_they_come_back_unless_a_sync_waits_for_th
 
 
 def test_the_status_write_a_next_sync_continues_from_is_not_taken_for_an_echo() -> None:
-    caches = build_caches(offline_client(), None, None)
-    job = MPIJobWrapper("pi").workers(1).obj()
-    job["metadata"]["resourceVersion"] = "100"
     # The launcher ran and finished before any sync saw it: Running now, Succeeded next.
     launcher = {
         "apiVersion": "batch/v1",
@@ -185,16 +195,7 @@ def test_the_status_write_a_next_sync_continues_from_is_not_taken_for_an_echo() 
         },
         "status": {"conditions": [{"type": "Complete", "status": "True"}]},
     }
-    caches.mpijobs.store.upsert(job)
-    caches.children["jobs"].store.upsert(launcher)
-    writer, own = CountingWriter(), OwnWrites()
-    reconciler = MPIJobReconciler(
-        caches,
-        writer,
-        Recorder(),
-        None,
-        own_writes=own,  # type: ignore[arg-type]
-    )
+    _, job, writer, _, own, reconciler = cached_pi(("jobs", launcher))
     assert reconciler("ns/pi") is None
     assert writer.writes == ["update_status mpijobs/status pi"]
     [(_, status)] = writer.answers
