@@ -239,6 +239,13 @@ def write_threads(threadiness: int) -> int:
     return min(MAX_WRITE_THREADS, threadiness * MAX_CONCURRENT_WRITES)
 
 
+def requests_in_flight(threadiness: int) -> int:
+    """Requests sent at once: one per worker and one round of a sync's concurrent writes. More
+    in flight did not make more jobs a second on 2 cores, and each costs a handle's memory
+    (docs/performance.md)."""
+    return threadiness + MAX_CONCURRENT_WRITES
+
+
 def connection_pool_size(threadiness: int) -> int:
     """HTTP connections per client: every worker and write thread, the watches (up to 16) and
     the event writers each get one without opening and closing connections under load."""
@@ -314,6 +321,7 @@ def run(options: Options) -> int:
             qps=options.kube_api_qps,
             burst=options.kube_api_burst,
             pool_maxsize=connection_pool_size(options.threadiness),
+            max_requests_in_flight=requests_in_flight(options.threadiness),
             own_budget_groups=own_budget_groups(
                 select_gang_scheduler(options.gang_scheduling or None)
             ),

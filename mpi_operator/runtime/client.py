@@ -35,6 +35,7 @@ from urllib3 import HTTPHeaderDict
 
 from mpi_operator.runtime import jsonbody
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
+from mpi_operator.runtime.curl import Answer, CurlPool, sent_as_is
 from mpi_operator.runtime.objects import Object, name_of, namespace_of
 from mpi_operator.runtime.ratelimit import TokenBucket
 
@@ -369,19 +370,55 @@ class _Transport(Protocol):
         headers: HTTPHeaderDict,
         body: Any,
         timeout: float | tuple[float, float | None] | None,
+        stream: bool,
     ) -> _HTTPResponse: ...
 
 
-def _transport(api: k8s_client.ApiClient) -> _Transport:
-    """How requests reach the API server: straight into its connection pool, with what the
-    REST layer (``kubernetes.client.rest``) would send.
+class _WholeAnswer:
+    """libcurl's answer, read whole, as the part of urllib3's response ``_json`` reads."""
 
-    The REST layer and urllib3's pool manager cost a third of a write's CPU (docs/performance.md):
-    matching the content type against patterns, parsing the URL, choosing the pool, on every
-    request. Without a proxy, the server's pool is asked for directly, and a request carries the
-    REST layer's bytes: the body as ``json.dumps`` writes it, the same headers and timeout. A
-    redirect, which the API server does not send, is followed by the pool manager, as before.
-    Through a proxy (the manager picks the pool and the URL's form), the REST layer sends."""
+    chunked = False
+
+    def __init__(self, answer: Answer) -> None:
+        self.status = answer.status
+        self._data = answer.data
+
+    def supports_chunked_reads(self) -> bool:
+        return False
+
+    def read_chunked(
+        self, amt: int | None = None, decode_content: bool | None = None
+    ) -> Iterator[bytes]:
+        raise NotImplementedError("a whole answer is not read in chunks")
+
+    def read1(self, amt: int | None = None, decode_content: bool | None = None) -> bytes:
+        return self.read(amt)
+
+    def read(self, amt: int | None = None, decode_content: bool | None = None) -> bytes:
+        data, self._data = self._data, b""
+        return data
+
+    def shutdown(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
+
+
+def _transport(api: k8s_client.ApiClient, in_flight: int) -> tuple[_Transport, CurlPool | None]:
+    """How requests reach the API server, with what the REST layer (``kubernetes.client.rest``)
+    would send: the body as ``json.dumps`` writes it, the same headers and timeout.
+
+    A request answered whole goes through libcurl (:mod:`.curl`) where the settings allow it:
+    urllib3's Python code cost most of a write's CPU (docs/performance.md). A stream (watches,
+    logs), or a request under settings libcurl would not take the same way, goes straight to the
+    server's urllib3 pool: the REST layer and the pool manager cost a third of a write's CPU
+    (matching the content type against patterns, parsing the URL, choosing the pool). A
+    redirect, which the API server does not send, is followed by the pool manager. Through a
+    proxy (the manager picks the pool and the URL's form), the REST layer sends."""
     rest = api.rest_client
     rest_request = cast(Callable[..., Any], rest.request)
     manager = rest.pool_manager
@@ -389,6 +426,7 @@ def _transport(api: k8s_client.ApiClient) -> _Transport:
     server = urllib3.util.parse_url(host)
     origin = f"{server.scheme}://{server.netloc}"
     direct = type(manager) is urllib3.PoolManager and host.startswith(origin)
+    curl = CurlPool.usable(api.configuration, direct=direct, in_flight=in_flight)
 
     def transport(
         method: str,
@@ -396,29 +434,42 @@ def _transport(api: k8s_client.ApiClient) -> _Transport:
         headers: HTTPHeaderDict,
         body: Any,
         timeout: float | tuple[float, float | None] | None,
+        stream: bool,
     ) -> _HTTPResponse:
         if not (direct and url.startswith(origin)):
             # The REST layer always streams (preload_content=False); ``.response`` is the
             # urllib3 response, read by the caller.
             result = rest_request(method, url, headers=headers, body=body, _request_timeout=timeout)
             return cast(_HTTPResponse, result.response)
+        data = None if body is None else json.dumps(body)
         options: dict[str, Any] = {
-            "body": None if body is None else json.dumps(body),
+            "body": data,
             "headers": headers,
             "timeout": _urllib3_timeout(timeout),
             "preload_content": False,
         }
-        pool = manager.connection_from_host(server.host, port=server.port, scheme=server.scheme)
-        response = pool.urlopen(
-            method, url[len(origin) :], redirect=False, assert_same_host=False, **options
-        )
-        if response.get_redirect_location():
+        if (
+            curl is not None
+            and not stream
+            and not isinstance(timeout, tuple)
+            and sent_as_is(url[len(origin) :])
+        ):
+            encoded = None if data is None else data.encode()
+            answer = curl.request(method, url, headers, encoded, timeout)
+            if not answer.redirected:
+                return _WholeAnswer(answer)
+        else:
+            pool = manager.connection_from_host(server.host, port=server.port, scheme=server.scheme)
+            response = pool.urlopen(
+                method, url[len(origin) :], redirect=False, assert_same_host=False, **options
+            )
+            if not response.get_redirect_location():
+                return cast(_HTTPResponse, response)
             response.drain_conn()
             response.release_conn()
-            response = manager.urlopen(method, url, **options)
-        return cast(_HTTPResponse, response)
+        return cast(_HTTPResponse, manager.urlopen(method, url, **options))
 
-    return transport
+    return transport, curl
 
 
 def _urllib3_timeout(
@@ -443,7 +494,11 @@ class _Request(TypedDict, total=False):
 
 
 class Client:
-    """Raw-JSON API calls; thread-safe (one urllib3 pool shared by all threads).
+    """Raw-JSON API calls; thread-safe (one urllib3 pool and one set of libcurl handles shared
+    by all threads).
+
+    ``max_requests_in_flight`` bounds the requests sent through libcurl at once (each holds a
+    handle with its TLS state; see :mod:`.curl`), by default the connection pool's size.
 
     ``qps <= 0`` disables client-side throttling (controller-runtime's default, relying on API
     Priority and Fairness); upstream mpi-operator uses 5 qps with a burst of 10.
@@ -464,6 +519,7 @@ class Client:
         request_timeout: float = 60.0,
         own_budget_groups: Sequence[str] = (),
         clock: Clock = REAL_CLOCK,
+        max_requests_in_flight: int | None = None,
     ) -> None:
         self.configuration = configuration
         self.user_agent = user_agent
@@ -475,7 +531,8 @@ class Client:
         }
         self._api = k8s_client.ApiClient(configuration)
         self._api.user_agent = user_agent
-        self._transport = _transport(self._api)
+        self._in_flight = max_requests_in_flight or int(configuration.connection_pool_maxsize or 1)
+        self._transport, self._curl = _transport(self._api, self._in_flight)
 
     @classmethod
     def from_kubeconfig(
@@ -513,9 +570,12 @@ class Client:
             request_timeout=self.request_timeout if request_timeout is None else request_timeout,
             own_budget_groups=tuple(self._group_buckets),
             clock=self._clock,
+            max_requests_in_flight=self._in_flight,
         )
 
     def close(self) -> None:
+        if self._curl is not None:
+            self._curl.close()
         cast(Callable[[], None], self._api.close)()
 
     @property
@@ -723,7 +783,9 @@ class Client:
         # that long, so the socket read timeout must exceed it.
         read_timeout = float(timeout_seconds) + 30.0 if timeout_seconds else None
         timeout = (10.0, read_timeout) if read_timeout else None
-        response = self._send("GET", "watch", resource, path, query=query, timeout=timeout)
+        response = self._send(
+            "GET", "watch", resource, path, query=query, timeout=timeout, stream=True
+        )
         return WatchStream(response)
 
     def stream_lines(
@@ -749,6 +811,7 @@ class Client:
             query=query,
             accept="text/plain, */*",
             timeout=(10.0, None),
+            stream=True,
         )
         return LineStream(response, _decode_text, keep_blank_lines=True)
 
@@ -798,6 +861,7 @@ class Client:
         content_type: str | None = None,
         timeout: float | tuple[float, float | None] | None = None,
         accept: str = "application/json",
+        stream: bool = False,
     ) -> _HTTPResponse:
         """One request through its group's token bucket; raises ApiError unless 2xx."""
         self._group_buckets.get(resource.group, self._bucket).wait()
@@ -817,7 +881,7 @@ class Client:
         )
         request_headers = HTTPHeaderDict(serialized_headers)
         try:
-            response = self._transport(method, url, request_headers, body, timeout)
+            response = self._transport(method, url, request_headers, body, timeout, stream)
         except (urllib3.exceptions.HTTPError, OSError) as error:
             API_REQUESTS.labels(verb, resource_label, NO_RESPONSE_CODE).inc()
             raise ApiError(0, type(error).__name__, str(error)) from error

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from mpi_operator.operator.main import check_crd
 from mpi_operator.runtime.client import Client
-from tests.unit.runtime.test_client import FakeApiServer, Reply, api, page, status
+from tests.unit.runtime.conftest import api
+from tests.unit.runtime.scripted_server import FakeApiServer, Reply, page, status
 
 __all__ = ["api"]  # the fixture
 

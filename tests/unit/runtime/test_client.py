@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -46,128 +42,14 @@ from tests.unit.runtime.api_bodies import (
     event,
     exact,
 )
+from tests.unit.runtime.scripted_server import FakeApiServer, Reply, page, status
 
 MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", True, "MPIJob")
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None
-    chunks: list[bytes] | None = None  # a streamed (chunked) reply, e.g. a watch
-    raw: bytes | None = None  # the body's bytes as given, instead of json.dumps(body)
-    hold: threading.Event | None = None  # keep the stream open until set
-    location: str | None = None  # a redirect's target
-
-
-@dataclass
-class Seen:
-    method: str
-    path: str
-    query: list[tuple[str, str]]
-    headers: dict[str, list[str]]
-    body: Any
-    raw: bytes
-
-
-@dataclass
-class FakeApiServer:
-    replies: deque[Reply] = field(default_factory=deque)
-    seen: list[Seen] = field(default_factory=list)
-
-
-def _handler(state: FakeApiServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def _serve(self) -> None:
-            url = urlsplit(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            headers: dict[str, list[str]] = {}
-            for key in set(self.headers.keys()):
-                headers[key.lower()] = self.headers.get_all(key) or []
-            state.seen.append(
-                Seen(self.command, url.path, parse_qsl(url.query), headers,
-                     json.loads(raw) if raw else None, raw)
-            )  # fmt: skip
-            reply = state.replies.popleft() if state.replies else Reply(404, {"kind": "x"})
-            self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
-            if reply.location is not None:
-                self.send_header("Location", reply.location)
-            if reply.chunks is not None:
-                self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                for chunk in reply.chunks:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    self.wfile.flush()
-                if reply.hold is not None:
-                    reply.hold.wait(10)
-                self.wfile.write(b"0\r\n\r\n")
-                return
-            data = reply.raw if reply.raw is not None else b""
-            if reply.body is not None:
-                data = json.dumps(reply.body).encode()
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            self._serve()
-
-        def do_POST(self) -> None:
-            self._serve()
-
-        def do_PUT(self) -> None:
-            self._serve()
-
-        def do_PATCH(self) -> None:
-            self._serve()
-
-        def do_DELETE(self) -> None:
-            self._serve()
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-    return Handler
-
-
-@pytest.fixture
-def api() -> Iterator[tuple[FakeApiServer, Client]]:
-    state = FakeApiServer()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    configuration = k8s_client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
-    configuration.api_key["BearerToken"] = "Bearer secret-token"
-    client = Client(configuration, user_agent="test-agent", qps=0)
-    yield state, client
-    client.close()
-    server.shutdown()
-    server.server_close()
 
 
 def requests(verb: str, resource: str, code: str) -> float:
     labels = {"verb": verb, "resource": resource, "code": code}
     return REGISTRY.get_sample_value("mpi_operator_api_requests_total", labels) or 0.0
-
-
-def page(*names: str, resource_version: str, continue_token: str = "") -> Reply:
-    """One page of a list reply, with an item of each name."""
-    metadata = {"resourceVersion": resource_version}
-    if continue_token:
-        metadata["continue"] = continue_token
-    return Reply(
-        body={"items": [{"metadata": {"name": name}} for name in names], "metadata": metadata}
-    )
-
-
-def status(code: int, reason: str) -> dict[str, Any]:
-    return {"kind": "Status", "status": "Failure", "code": code, "reason": reason,
-            "message": f"{reason} message"}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -348,21 +230,6 @@ def test_bodies_and_headers_are_those_the_official_serialization_sends(
         assert (urlsplit(url).path, parse_qsl(urlsplit(url).query)) == (seen.path, seen.query)
         for name, value in headers.items():
             assert seen.headers[name.lower()] == [value]
-
-
-def test_requests_go_straight_to_the_servers_pool_not_through_the_rest_layer(
-    api: tuple[FakeApiServer, Client], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    server, client = api
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the REST layer was used")
-
-    monkeypatch.setattr(client._api.rest_client, "request", refuse)
-    server.replies.extend([Reply(body={"kind": "Pod"}), Reply(body={"kind": "Pod"})])
-    assert client.get(PODS, "p", "ns") == {"kind": "Pod"}
-    assert client.create(PODS, {"kind": "Pod"}, "ns") == {"kind": "Pod"}
-    assert [seen.method for seen in server.seen] == ["GET", "POST"]
 
 
 def test_a_redirect_is_followed_as_the_rest_layer_followed_it(
