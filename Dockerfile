@@ -7,7 +7,8 @@
 # hack/images/build.py builds the same image without a container engine (spec.toml's
 # [operator]); tests/unit/test_operator_image.py fails when the two disagree on the Python
 # version, user, entrypoint, working directory, ports, environment or labels.
-ARG PYTHON_IMAGE=python:3.11-slim
+# Debian bookworm, the suite hack/images/spec.toml builds on (its libcurl4 is pycurl's).
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
@@ -19,12 +20,15 @@ COPY pyproject.toml README.md ./
 COPY crds/ crds/
 COPY gang/ gang/
 COPY mpi_operator/ mpi_operator/
-# Binary wheels only: a dependency that would need a compiler fails the build here instead of
-# pulling a toolchain in. pip compiles the bytecode at install time, which the read-only root
-# filesystem needs (nothing can be written at run time).
-RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+# Binary wheels only, but for pycurl: it is compiled against Debian's libcurl, which shares
+# Python's OpenSSL (its binary wheel carries a second one). Any other dependency that would
+# need a compiler fails the build here. pip compiles the bytecode at install time, which the
+# read-only root filesystem needs (nothing can be written at run time).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev libcurl4-openssl-dev \
+ && python -m pip wheel --only-binary=:all: --no-binary=pycurl --wheel-dir /wheels . \
  && python -m venv /opt/venv \
- && /opt/venv/bin/pip install --only-binary=:all: /wheels/*.whl \
+ && /opt/venv/bin/pip install --no-index --find-links /wheels mpi-operator \
  && /opt/venv/bin/pip uninstall --yes pip \
  && /opt/venv/bin/mpi-operator --version
 
@@ -34,7 +38,10 @@ LABEL org.opencontainers.image.title="mpi-operator" \
       org.opencontainers.image.licenses="Apache-2.0"
 # The operator installs nothing at run time: drop the base image's packaging tools, and give
 # the numeric user a name so tools that look it up do not fail.
-RUN python -m pip uninstall --yes --root-user-action=ignore pip setuptools wheel \
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libcurl4 \
+ && rm -rf /var/lib/apt/lists/* \
+ && python -m pip uninstall --yes --root-user-action=ignore pip setuptools wheel \
  && groupadd --system --gid 65532 nonroot \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin nonroot

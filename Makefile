@@ -8,10 +8,12 @@ PY     := $(BIN)/python
 
 all: test
 
+# pycurl is built from its source against the system's libcurl and OpenSSL (hack/prerequisites.py
+# installs the headers): its binary wheel brings a second OpenSSL into the process.
 $(BIN)/mpi-operator: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-binary pycurl -e '.[dev]'
 	touch $@
 
 venv: $(BIN)/mpi-operator

@@ -17,11 +17,14 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 MIN_PYTHON = (3, 11)
+# What python3-dev gives Debian's python3; an interpreter built elsewhere carries its own.
+PYTHON_HEADER = str(Path(sysconfig.get_paths()["include"]) / "Python.h")
 MIN_GO = (1, 26)
 
 
@@ -45,6 +48,12 @@ PACKAGES = (
     Package("runc", "/usr/sbin/runc", "the real nodes' pods"),
     Package("containernetworking-plugins", "/usr/lib/cni/bridge", "the real nodes' pod network"),
     Package("mmdebstrap", "/usr/bin/mmdebstrap", "the images real pods run"),
+    # pycurl is compiled against the system's libcurl, which shares the interpreter's OpenSSL
+    # (its PyPI wheel carries a second copy: 9 MiB more of every operator; docs/performance.md).
+    Package("libcurl4-openssl-dev", "/usr/bin/curl-config", "pycurl's build"),
+    Package("gcc", "/usr/bin/gcc", "pycurl's build"),
+    Package("libc6-dev", "/usr/include/stdio.h", "pycurl's build"),
+    Package("python3-dev", PYTHON_HEADER, "pycurl's build (the interpreter's headers)"),
 )
 
 

@@ -103,6 +103,7 @@ class OperatorSpec:
     hatchling: str
     labels: dict[str, str]
     wheels: dict[str, str]
+    compiled: list[str]
 
     @property
     def site_packages(self) -> str:
@@ -187,6 +188,7 @@ class Spec:
                     **operator,
                     "labels": dict(operator["labels"]),
                     "wheels": dict(operator["wheels"]),
+                    "compiled": list(operator.get("compiled", [])),
                 }
             ),
             kubectl_delivery=KubectlDeliverySpec(
@@ -755,12 +757,14 @@ def _pinned_wheels(directory: Path, pins: dict[str, str]) -> list[Path] | None:
 
 
 def operator_wheels(spec: Spec) -> list[Path]:
-    """The pinned dependency wheels for the suite's Python on x86_64, downloaded once."""
+    """The pinned dependency wheels for the suite's Python on x86_64: binary wheels downloaded
+    once, and those [operator] compiled names built here once."""
     operator = spec.operator
     wheels = cache_root() / "images" / "operator-wheels"
-    found = _pinned_wheels(wheels, operator.wheels)
+    downloaded = {n: v for n, v in operator.wheels.items() if n not in operator.compiled}
+    found = _pinned_wheels(wheels, downloaded)
     if found is None:
-        log(f"pip download of {len(operator.wheels)} wheels for Python {operator.python}")
+        log(f"pip download of {len(downloaded)} wheels for Python {operator.python}")
         target = (
             "--implementation=cp",
             f"--python-version={operator.python}",
@@ -768,12 +772,48 @@ def operator_wheels(spec: Spec) -> list[Path]:
             # pip does not widen a glibc version to the older tags wheels carry.
             *(f"--platform={tag}" for tag in MANYLINUX_TAGS),
         )
-        pins = [f"{name}=={version}" for name, version in sorted(operator.wheels.items())]
+        pins = [f"{name}=={version}" for name, version in sorted(downloaded.items())]
         pip_download(wheels, pins, target)
-        found = _pinned_wheels(wheels, operator.wheels)
+        found = _pinned_wheels(wheels, downloaded)
     if found is None:
         raise SystemExit("build.py: pip left no single wheel for some pin of [operator.wheels]")
-    return found
+    return [*found, *(compiled_wheel(spec, name) for name in operator.compiled)]
+
+
+def compiled_wheel(spec: Spec, name: str) -> Path:
+    """A wheel pip builds here from the pinned version's source, linked against this machine's
+    libraries: they must be the suite's, which the image installs (see spec.toml)."""
+    pins = {name: spec.operator.wheels[name]}
+    wheels = cache_root() / "images" / "operator-wheels" / f"compiled-{spec.suite}"
+    found = _pinned_wheels(wheels, pins)
+    if found is not None:
+        return found[0]
+    codename = _os_release().get("VERSION_CODENAME", "")
+    if codename != spec.suite:
+        raise SystemExit(
+            f"build.py: {name} is compiled against this machine's libraries for the image, "
+            f"which needs Debian {spec.suite} (this machine: {codename or 'unknown'})"
+        )
+    log(f"compiling {name}=={pins[name]}")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-binary", name,
+         "--wheel-dir", str(wheels), f"{name}=={pins[name]}"],
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    found = _pinned_wheels(wheels, pins)
+    if found is None:
+        raise SystemExit(f"build.py: pip left no single wheel of {name}=={pins[name]}")
+    return found[0]
+
+
+def _os_release() -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in Path("/etc/os-release").read_text().splitlines():
+        key, separator, value = line.partition("=")
+        if separator:
+            values[key] = value.strip().strip('"')
+    return values
 
 
 def project_wheel(spec: Spec, scratch: Path) -> Path:
