@@ -359,6 +359,10 @@ def load_configuration(
     if master:
         configuration.host = master.rstrip("/")
     configuration.connection_pool_maxsize = pool_maxsize
+    # The proxy the environment names for this server, kept: with a token, the loaders' hook
+    # sets ``host`` again before every request, and the setter would read the environment's
+    # proxies anew each time (the largest part of a request's building, docs/performance.md).
+    configuration.proxy = configuration.proxy
     return configuration
 
 
@@ -367,7 +371,7 @@ class _Transport(Protocol):
         self,
         method: str,
         url: str,
-        headers: HTTPHeaderDict,
+        headers: Mapping[str, str],
         body: Any,
         timeout: float | tuple[float, float | None] | None,
         stream: bool,
@@ -431,7 +435,7 @@ def _transport(api: k8s_client.ApiClient, in_flight: int) -> tuple[_Transport, C
     def transport(
         method: str,
         url: str,
-        headers: HTTPHeaderDict,
+        headers: Mapping[str, str],
         body: Any,
         timeout: float | tuple[float, float | None] | None,
         stream: bool,
@@ -439,15 +443,11 @@ def _transport(api: k8s_client.ApiClient, in_flight: int) -> tuple[_Transport, C
         if not (direct and url.startswith(origin)):
             # The REST layer always streams (preload_content=False); ``.response`` is the
             # urllib3 response, read by the caller.
-            result = rest_request(method, url, headers=headers, body=body, _request_timeout=timeout)
+            result = rest_request(
+                method, url, headers=HTTPHeaderDict(headers), body=body, _request_timeout=timeout
+            )
             return cast(_HTTPResponse, result.response)
         data = None if body is None else json.dumps(body)
-        options: dict[str, Any] = {
-            "body": data,
-            "headers": headers,
-            "timeout": _urllib3_timeout(timeout),
-            "preload_content": False,
-        }
         if (
             curl is not None
             and not stream
@@ -458,18 +458,46 @@ def _transport(api: k8s_client.ApiClient, in_flight: int) -> tuple[_Transport, C
             answer = curl.request(method, url, headers, encoded, timeout)
             if not answer.redirected:
                 return _WholeAnswer(answer)
-        else:
-            pool = manager.connection_from_host(server.host, port=server.port, scheme=server.scheme)
-            response = pool.urlopen(
-                method, url[len(origin) :], redirect=False, assert_same_host=False, **options
-            )
-            if not response.get_redirect_location():
-                return cast(_HTTPResponse, response)
-            response.drain_conn()
-            response.release_conn()
+            return followed(method, url, data, headers, timeout)
+        pool = manager.connection_from_host(server.host, port=server.port, scheme=server.scheme)
+        response = pool.urlopen(
+            method,
+            url[len(origin) :],
+            redirect=False,
+            assert_same_host=False,
+            **_urllib3_options(data, headers, timeout),
+        )
+        if not response.get_redirect_location():
+            return cast(_HTTPResponse, response)
+        response.drain_conn()
+        response.release_conn()
+        return followed(method, url, data, headers, timeout)
+
+    def followed(
+        method: str,
+        url: str,
+        data: str | None,
+        headers: Mapping[str, str],
+        timeout: float | tuple[float, float | None] | None,
+    ) -> _HTTPResponse:
+        """The request again through the pool manager, which follows the redirect."""
+        options = _urllib3_options(data, headers, timeout)
         return cast(_HTTPResponse, manager.urlopen(method, url, **options))
 
     return transport, curl
+
+
+def _urllib3_options(
+    data: str | None,
+    headers: Mapping[str, str],
+    timeout: float | tuple[float, float | None] | None,
+) -> dict[str, Any]:
+    return {
+        "body": data,
+        "headers": HTTPHeaderDict(headers),
+        "timeout": _urllib3_timeout(timeout),
+        "preload_content": False,
+    }
 
 
 def _urllib3_timeout(
@@ -879,9 +907,8 @@ class Client:
             body=None,
             auth_settings=["BearerToken"],
         )
-        request_headers = HTTPHeaderDict(serialized_headers)
         try:
-            response = self._transport(method, url, request_headers, body, timeout, stream)
+            response = self._transport(method, url, serialized_headers, body, timeout, stream)
         except (urllib3.exceptions.HTTPError, OSError) as error:
             API_REQUESTS.labels(verb, resource_label, NO_RESPONSE_CODE).inc()
             raise ApiError(0, type(error).__name__, str(error)) from error

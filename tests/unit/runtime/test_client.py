@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from kubernetes import client as k8s_client
+from kubernetes.client import configuration as k8s_configuration
 from prometheus_client import REGISTRY
 
 from mpi_operator.runtime.client import (
@@ -27,6 +28,7 @@ from mpi_operator.runtime.client import (
     is_gone,
     is_not_found,
     is_unauthorized,
+    load_configuration,
 )
 from mpi_operator.runtime.clock import FakeClock
 from mpi_operator.runtime.informer import Informer
@@ -576,6 +578,38 @@ def test_kubeconfig_file_points_the_client_anywhere(
     assert [s.headers["authorization"] for s in server.seen] == [["Bearer from-kubeconfig"]] * 2
     assert server.seen[1].headers["user-agent"] == ["env-agent"]
     assert server.seen[0].path == "/api/v1/namespaces/default"
+
+
+def test_the_environments_proxy_is_read_once_not_before_every_request(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://api.invalid:6443"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "ctx",
+            }
+        )
+    )
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    configuration = load_configuration(str(kubeconfig))
+    assert configuration.proxy == "http://proxy.invalid:3128"
+    reads: list[int] = []
+    monkeypatch.setattr(k8s_configuration, "getproxies", lambda: reads.append(1) or {})
+    api = k8s_client.ApiClient(configuration)
+    for _ in range(3):
+        # What every request's headers are built by: the token loader's hook runs each time.
+        _, _, headers, _, _ = api.param_serialize(
+            method="GET", resource_path="/api", auth_settings=["BearerToken"]
+        )
+        assert headers["authorization"] == "Bearer t"
+    assert reads == []
+    assert configuration.proxy == "http://proxy.invalid:3128"
 
 
 def test_informer_over_http_lists_watches_and_stops_promptly(
