@@ -1,9 +1,9 @@
 """Requests answered whole (every verb but watches and logs) sent through libcurl.
 
-A write through urllib3 and ``http.client`` cost 600 to 700 µs of the operator's CPU, most of it
-Python code building the request and parsing the answer's status line and headers
+A create through urllib3 and ``http.client`` cost 660 to 750 µs of the operator's CPU, most of
+it Python code building the request and parsing the answer's status line and headers
 (docs/performance.md); through pycurl, libcurl does that work in C and the same create costs
-about 270 µs. The request is the one urllib3 sent: the same method, target, headers and body
+300 to 380 µs. The request is the one urllib3 sent: the same method, target, headers and body
 bytes, over HTTP/1.1 with keep-alive, verified against the same CA with the same client
 certificate.
 
