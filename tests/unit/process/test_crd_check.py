@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from mpi_operator.operator.main import check_crd
 from mpi_operator.runtime.client import Client
-from tests.unit.runtime.conftest import api
 from tests.unit.runtime.scripted_server import FakeApiServer, Reply, page, status
-
-__all__ = ["api"]  # the fixture
 
 
 def test_the_crd_check_is_one_request_however_many_jobs_exist(

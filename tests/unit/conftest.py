@@ -1,4 +1,4 @@
-"""The scripted API server the client's tests talk to, as a fixture."""
+"""The scripted API server the client's tests (and the CRD check's) talk to, as a fixture."""
 
 from __future__ import annotations
 
