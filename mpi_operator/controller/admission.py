@@ -27,10 +27,11 @@ from mpi_operator.api.v2beta1 import JobStatus
 from mpi_operator.api.validation import parse_with_defaults_and_errors
 from mpi_operator.desired.objects import render_errors
 
-DEFAULT_CACHE_SIZE: Final = 512
-"""Jobs whose admission is kept, the most recently synced: a job's syncs come close together,
-so this covers the jobs in flight at thousands of jobs, and bounds the memory (about 16 KiB a
-job of 2 workers)."""
+DEFAULT_CACHE_SIZE: Final = 4096
+"""Jobs whose admission is kept, the most recently synced. A job's syncs can be tens of seconds
+apart while its pods start (the scheduler, the nodes and the Job controller each have a queue),
+so this covers every job in flight at thousands of jobs; it bounds the memory at about 6 KiB a
+job of 2 workers (the parsed job; the object's fields are the cache's own)."""
 # The metadata a status write changes without changing what admission reads.
 _RESOURCE_VERSION: Final = "resourceVersion"
 _ABSENT: Final = object()

@@ -112,6 +112,18 @@ def test_the_cache_keeps_the_most_recently_synced_jobs_only() -> None:
     assert last is not None and last.spec is again[2].spec  # type: ignore[union-attr]
 
 
+def test_the_default_cache_holds_a_thousand_jobs_in_flight() -> None:
+    # At a thousand jobs each job's syncs are seconds apart, with every other job's between.
+    cache = AdmissionCache()
+    jobs = [MPIJobWrapper(f"job-{index}").workers(1) for index in range(1000)]
+    admitted = [cache.admit(stored(wrapper), FACTS, None).job for wrapper in jobs]
+    again = [cache.admit(stored(wrapper, "2"), FACTS, None).job for wrapper in jobs]
+    assert all(
+        new is not None and old is not None and new.spec is old.spec
+        for new, old in zip(again, admitted, strict=True)
+    )
+
+
 def test_a_forgotten_job_is_admitted_anew() -> None:
     cache = AdmissionCache()
     first = cache.admit(stored(job()), FACTS, None)
