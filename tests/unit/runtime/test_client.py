@@ -125,7 +125,7 @@ def test_list_pages_and_fills_in_kind(api: tuple[FakeApiServer, Client]) -> None
     assert all(item["apiVersion"] == "batch/v1" and item["kind"] == "Job" for item in result.items)
     assert result.resource_version == "5"
     first, second = (dict(s.query) for s in server.seen)
-    assert first == {"labelSelector": "app in (a,b)", "fieldSelector": "x=y", "limit": "500"}
+    assert first == {"labelSelector": "app in (a,b)", "fieldSelector": "x=y", "limit": "100"}
     assert second == {**first, "continue": "tok"}
 
 
@@ -640,7 +640,7 @@ def test_informer_over_http_lists_watches_and_stops_promptly(
     finally:
         hold.set()
     list_query, watch_query = (dict(s.query) for s in server.seen)
-    assert list_query == {"labelSelector": "app=x", "limit": "500"}
+    assert list_query == {"labelSelector": "app=x", "limit": "100"}
     assert watch_query["resourceVersion"] == "5"
     assert watch_query["allowWatchBookmarks"] == "true"
     assert 300 <= int(watch_query["timeoutSeconds"]) <= 600
