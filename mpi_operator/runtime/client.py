@@ -62,10 +62,10 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "apply": "application/apply-patch+yaml",
 }
 
-DEFAULT_PAGE_SIZE = 100
-"""Objects a list page holds. A page is decoded whole before its objects are cached, and the
-process keeps the memory that took: a restart over 200 jobs (600 pods) settled at 94 MiB with
-pages of 500 objects, 87 with 200 and 82 with 100 (docs/performance.md)."""
+DEFAULT_PAGE_SIZE = 500
+"""Objects a list page holds, as client-go's pager asks. Smaller pages would spend more of the
+request budget (QPS 5 at upstream's defaults); a page's objects are not all held at once
+anyway, its items being decoded one at a time (:func:`jsonbody.loads_list_page`)."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,32 @@ def is_unauthorized(error: BaseException) -> bool:
 class ListResult:
     items: list[Object] = field(default_factory=list)
     resource_version: str = ""
+
+
+def _page_query(
+    base: Sequence[tuple[str, str]], limit: int, token: str
+) -> builtins.list[tuple[str, str]]:
+    query = builtins.list(base)
+    if limit > 0:
+        query.append(("limit", str(limit)))
+    if token:
+        query.append(("continue", token))
+    return query
+
+
+def _invalid_answer(status: int, data: bytes) -> ApiError:
+    return ApiError(status, "InvalidResponse", data[:200].decode(errors="replace"))
+
+
+def _objects(items: Iterator[Any], status: int, data: bytes) -> Iterator[Object]:
+    """A page's items, refused as the whole answer would be where one is not a JSON object."""
+    try:
+        for item in items:
+            if not isinstance(item, dict):
+                raise ApiError(status, "InvalidResponse", "a list item is not a JSON object")
+            yield item
+    except ValueError as error:
+        raise _invalid_answer(status, data) from error
 
 
 WatchEvent = tuple[str, Object]
@@ -646,7 +672,7 @@ class Client:
         token = ""
         while True:
             try:
-                page = self._list_page(resource, path, base, limit, token)
+                meta, items = self._list_page(resource, path, base, limit, token)
             except ApiError as error:
                 if token and is_gone(error):
                     # The continue token expired mid-list (client-go falls back the same way):
@@ -661,11 +687,10 @@ class Client:
                         transform=transform,
                     )
                 raise
-            for item in page.pop("items", None) or []:
+            for item in items:
                 item.setdefault("apiVersion", resource.api_version)
                 item.setdefault("kind", resource.kind)
                 result.items.append(item if transform is None else transform(item))
-            meta = page.get("metadata") or {}
             result.resource_version = str(meta.get("resourceVersion") or "")
             token = str(meta.get("continue") or "")
             if not token:
@@ -674,7 +699,8 @@ class Client:
     def list_first_page(self, resource: Resource, namespace: str | None, limit: int) -> Object:
         """One request for the first ``limit`` objects, as the server answered it; its
         continue token is not followed (enough to learn whether the resource is served)."""
-        return self._list_page(resource, resource.path(namespace or None), [], limit, "")
+        path = resource.path(namespace or None)
+        return self._json("GET", "list", resource, path, query=_page_query([], limit, ""))
 
     def _list_page(
         self,
@@ -683,13 +709,15 @@ class Client:
         base: Sequence[tuple[str, str]],
         limit: int,
         token: str,
-    ) -> Object:
-        query = list(base)
-        if limit > 0:
-            query.append(("limit", str(limit)))
-        if token:
-            query.append(("continue", token))
-        return self._json("GET", "list", resource, path, query=query)
+    ) -> tuple[Object, Iterator[Object]]:
+        """A page's metadata, and its items, each decoded as it is taken."""
+        query = _page_query(base, limit, token)
+        status, data = self._read("GET", "list", resource, path, query=query)
+        try:
+            metadata, items = jsonbody.loads_list_page(data or b"{}")
+        except ValueError as error:
+            raise _invalid_answer(status, data) from error
+        return metadata, _objects(items, status, data)
 
     def create(
         self,
@@ -860,24 +888,29 @@ class Client:
     def _json(
         self, method: str, verb: str, resource: Resource, path: str, **request: Unpack[_Request]
     ) -> Object:
-        request.setdefault("content_type", "application/json")
-        response = self._send(method, verb, resource, path, timeout=self.request_timeout, **request)
-        try:
-            data = response.read()
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise ApiError(0, "ReadError", str(error)) from error
-        finally:
-            response.release_conn()
+        status, data = self._read(method, verb, resource, path, **request)
         if not data:
             return {}
         try:
             decoded = jsonbody.loads(data)
         except ValueError as error:
-            text = data[:200].decode(errors="replace")
-            raise ApiError(response.status, "InvalidResponse", text) from error
+            raise _invalid_answer(status, data) from error
         if not isinstance(decoded, dict):
-            raise ApiError(response.status, "InvalidResponse", "response is not a JSON object")
+            raise ApiError(status, "InvalidResponse", "response is not a JSON object")
         return decoded
+
+    def _read(
+        self, method: str, verb: str, resource: Resource, path: str, **request: Unpack[_Request]
+    ) -> tuple[int, bytes]:
+        """The answer's status and whole body."""
+        request.setdefault("content_type", "application/json")
+        response = self._send(method, verb, resource, path, timeout=self.request_timeout, **request)
+        try:
+            return response.status, response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise ApiError(0, "ReadError", str(error)) from error
+        finally:
+            response.release_conn()
 
     def _send(
         self,

@@ -17,6 +17,7 @@ deeper than the interpreter's recursion limit, which ``json.loads`` raised as ``
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -24,12 +25,47 @@ import msgspec
 _decoder = msgspec.json.Decoder()
 
 
-def loads(data: bytes) -> Any:
+class _ListPage(msgspec.Struct):
+    """What a list page is read for. Its items stay undecoded (their bytes, checked to be
+    JSON) until each is taken: a page decoded whole took its items' objects all at once, and
+    the process kept that memory after the page was cached (docs/performance.md)."""
+
+    items: list[msgspec.Raw] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+_page_decoder = msgspec.json.Decoder(_ListPage)
+
+
+def loads(data: bytes | memoryview) -> Any:
     """``json.loads(data)``'s value; :class:`ValueError` for anything that is not JSON."""
     try:
         try:
             return _decoder.decode(data)
         except ValueError:  # msgspec.DecodeError, or UnicodeDecodeError (encoded surrogates)
-            return json.loads(data)
+            return json.loads(bytes(data))
     except RecursionError:
         raise ValueError("JSON nested deeper than the interpreter's recursion limit") from None
+
+
+def loads_list_page(data: bytes) -> tuple[dict[str, Any], Iterator[Any]]:
+    """A list page's ``metadata`` (``{}`` when absent) and its ``items``, each item decoded as
+    :func:`loads` decodes it when the iteration reaches it. :class:`ValueError` where the page
+    is not a JSON object, or its metadata not an object or its items not an array."""
+    try:
+        page = _page_decoder.decode(data)
+    except ValueError:
+        # Not a page's shape, or JSON only the standard library reads: decoded whole.
+        return _whole_page(loads(data))
+    return page.metadata or {}, (loads(memoryview(item)) for item in page.items or ())
+
+
+def _whole_page(page: Any) -> tuple[dict[str, Any], Iterator[Any]]:
+    if not isinstance(page, dict):
+        raise ValueError("the list is not a JSON object")
+    metadata, items = page.get("metadata"), page.get("items")
+    if not isinstance(metadata, dict | None):
+        raise ValueError("the list's metadata is not a JSON object")
+    if not isinstance(items, list | None):
+        raise ValueError("the list's items are not a JSON array")
+    return metadata or {}, iter(items or ())

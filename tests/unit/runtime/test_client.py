@@ -125,7 +125,7 @@ def test_list_pages_and_fills_in_kind(api: tuple[FakeApiServer, Client]) -> None
     assert all(item["apiVersion"] == "batch/v1" and item["kind"] == "Job" for item in result.items)
     assert result.resource_version == "5"
     first, second = (dict(s.query) for s in server.seen)
-    assert first == {"labelSelector": "app in (a,b)", "fieldSelector": "x=y", "limit": "100"}
+    assert first == {"labelSelector": "app in (a,b)", "fieldSelector": "x=y", "limit": "500"}
     assert second == {**first, "continue": "tok"}
 
 
@@ -338,6 +338,29 @@ def test_undecodable_bodies_are_api_errors(
         else:
             client.get(PODS, "p", "default")
     assert caught.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"kind":"PodList","metadata":{},"items":[1]}',
+        b'{"kind":"PodList","metadata":{},"items":[{"a":1},null]}',
+        b'{"kind":"PodList","metadata":5,"items":[]}',
+        b'{"kind":"PodList","metadata":{},"items":{"a":1}}',
+        b'["not", "a", "list"]',
+        b'{"kind":"PodList","items":[{"a":"\xff"}]}',
+        b"[" * 5000 + b"]" * 5000,
+    ],
+    ids=["item", "null item", "metadata", "items", "array", "invalid utf-8", "deep"],
+)
+def test_a_list_page_of_another_shape_is_an_api_error(
+    api: tuple[FakeApiServer, Client], raw: bytes
+) -> None:
+    server, client = api
+    server.replies.append(Reply(raw=raw))
+    with pytest.raises(ApiError) as caught:
+        client.list(PODS, "default")
+    assert caught.value.reason == "InvalidResponse"
 
 
 def test_the_cache_holds_what_the_standard_library_decodes(
@@ -640,7 +663,7 @@ def test_informer_over_http_lists_watches_and_stops_promptly(
     finally:
         hold.set()
     list_query, watch_query = (dict(s.query) for s in server.seen)
-    assert list_query == {"labelSelector": "app=x", "limit": "100"}
+    assert list_query == {"labelSelector": "app=x", "limit": "500"}
     assert watch_query["resourceVersion"] == "5"
     assert watch_query["allowWatchBookmarks"] == "true"
     assert 300 <= int(watch_query["timeoutSeconds"]) <= 600

@@ -136,3 +136,64 @@ def test_any_bytes_decode_or_fail_as_the_standard_library_does(data: bytes, draw
         else:
             data = data[:at] + bytes([draw.draw(st.integers(0, 255))]) + data[at + 1 :]
     assert outcome(jsonbody.loads, data) == outcome(json.loads, data)
+
+
+def page_outcome(data: bytes) -> Any:
+    try:
+        metadata, items = jsonbody.loads_list_page(data)
+        return exact((metadata, list(items)))
+    except ValueError:
+        return "ValueError"
+
+
+def page_as_the_standard_library_reads_it(data: bytes) -> Any:
+    try:
+        page = json.loads(data)
+    except ValueError:
+        return "ValueError"
+    if not isinstance(page, dict):
+        return "ValueError"
+    metadata, items = page.get("metadata"), page.get("items")
+    if not isinstance(metadata, dict | None) or not isinstance(items, list | None):
+        return "ValueError"
+    return exact((metadata or {}, items or []))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9","continue":"t"},'
+        + b'"items":['
+        + b",".join(BODIES.values())
+        + b"]}",
+        b'{"items":null}',
+        b'{"metadata":null,"items":[]}',
+        b"{}",
+        b'{"items":[{"a":NaN}]}',
+        b'{"items":[{"a":1}],"items":[{"b":2}],"metadata":{"x":1},"metadata":{"y":2}}',
+        b'{"\\u0069tems":[{"a":1}]}',
+        b'{"items":[1,"two",null]}',
+        b'{"items":{"a":1}}',
+        b'{"metadata":[]}',
+        b"[]",
+        b'{"items":[{"a":1},]}',
+        b'{"items":[{"a":"\\ud800"}]}',
+        b"",
+    ],
+)
+def test_a_list_page_reads_as_the_standard_library_reads_it(data: bytes) -> None:
+    assert page_outcome(data) == page_as_the_standard_library_reads_it(data)
+
+
+@FUZZ
+@given(
+    st.lists(json_values, max_size=4) | json_values,
+    st.dictionaries(any_text, json_values, max_size=3) | json_values,
+    st.booleans(),
+)
+def test_any_list_page_reads_as_the_standard_library_reads_it(
+    items: Any, metadata: Any, ascii_only: bool
+) -> None:
+    page = {"kind": "List", "metadata": metadata, "items": items}
+    data = json.dumps(page, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    assert page_outcome(data) == page_as_the_standard_library_reads_it(data)
