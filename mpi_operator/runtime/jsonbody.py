@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 _decoder = msgspec.json.Decoder()
+_TOO_DEEP = "JSON nested deeper than the interpreter's recursion limit"
 
 
 class _ListPage(msgspec.Struct):
@@ -45,7 +46,7 @@ def loads(data: bytes | memoryview) -> Any:
         except ValueError:  # msgspec.DecodeError, or UnicodeDecodeError (encoded surrogates)
             return json.loads(bytes(data))
     except RecursionError:
-        raise ValueError("JSON nested deeper than the interpreter's recursion limit") from None
+        raise ValueError(_TOO_DEEP) from None
 
 
 def loads_list_page(data: bytes) -> tuple[dict[str, Any], Iterator[Any]]:
@@ -54,6 +55,8 @@ def loads_list_page(data: bytes) -> tuple[dict[str, Any], Iterator[Any]]:
     is not a JSON object, or its metadata not an object or its items not an array."""
     try:
         page = _page_decoder.decode(data)
+    except RecursionError:
+        raise ValueError(_TOO_DEEP) from None
     except ValueError:
         # Not a page's shape, or JSON only the standard library reads: decoded whole.
         return _whole_page(loads(data))

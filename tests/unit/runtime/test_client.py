@@ -350,8 +350,9 @@ def test_undecodable_bodies_are_api_errors(
         b'["not", "a", "list"]',
         b'{"kind":"PodList","items":[{"a":"\xff"}]}',
         b"[" * 5000 + b"]" * 5000,
+        b'{"items":[' + b"[" * 5000 + b"]" * 5000 + b"]}",
     ],
-    ids=["item", "null item", "metadata", "items", "array", "invalid utf-8", "deep"],
+    ids=["item", "null item", "metadata", "items", "array", "invalid utf-8", "deep", "deep item"],
 )
 def test_a_list_page_of_another_shape_is_an_api_error(
     api: tuple[FakeApiServer, Client], raw: bytes

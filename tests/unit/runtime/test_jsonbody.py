@@ -197,3 +197,16 @@ def test_any_list_page_reads_as_the_standard_library_reads_it(
     page = {"kind": "List", "metadata": metadata, "items": items}
     data = json.dumps(page, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
     assert page_outcome(data) == page_as_the_standard_library_reads_it(data)
+
+
+@pytest.mark.parametrize("times", [2, 100])
+def test_a_list_page_nested_beyond_the_recursion_limit_is_a_value_error(times: int) -> None:
+    depth = sys.getrecursionlimit() * times
+    for page in (
+        b'{"items":[' + b"[" * depth + b"]" * depth + b"]}",
+        b'{"items":[{"a":' + b"[" * depth + b"]" * depth + b"}]}",
+        b'{"metadata":{"a":' + b"[" * depth + b"]" * depth + b"}}",
+    ):
+        with pytest.raises(ValueError, match="recursion limit"):
+            _, items = jsonbody.loads_list_page(page)
+            list(items)
