@@ -91,8 +91,8 @@ class RateLimitingQueue:
         self._delay_lock = threading.Lock()
         self._heap: list[tuple[float, int, str]] = []
         self._waiting: dict[str, tuple[float, int]] = {}
-        # Keys whose pending deadline add_when_quiet set: when its first such call came.
-        self._quiet_since: dict[str, float] = {}
+        # Keys whose pending deadline add_when_quiet set: the latest it may be pushed back to.
+        self._quiet_until: dict[str, float] = {}
         self._seq = itertools.count()
         self._wake = threading.Event()
         self._delay_thread: threading.Thread | None = None
@@ -216,22 +216,29 @@ class RateLimitingQueue:
             pending = self._waiting.get(key)
             if pending is not None and pending[0] <= ready_at:
                 return
-            self._quiet_since.pop(key, None)
+            self._quiet_until.pop(key, None)
             self._schedule(key, ready_at)
 
     def add_when_quiet(self, key: str, quiet: float, longest: float) -> None:
         """Add ``key`` once ``quiet`` seconds pass without another such call for it, and at
         most ``longest`` seconds after the first one: a stream of one key's events becomes one
-        delivery. Not a retry; an earlier deadline set by :meth:`add_after` is kept."""
+        delivery. Not a retry. A deadline set by :meth:`add_after` is never pushed back: when
+        it comes sooner it stands, and when later these events bring it forward (a timer or
+        backoff must not keep a job from seeing its children's changes)."""
         if self.shutting_down:
             return
         with self._delay_lock:
             now = self._clock.monotonic()
             pending = self._waiting.get(key)
-            if pending is not None and key not in self._quiet_since:
-                return  # a retry is already due, sooner or later; it will see these events
-            first = self._quiet_since.setdefault(key, now)
-            self._schedule(key, min(now + quiet, first + longest))
+            until = self._quiet_until.get(key)
+            if until is None:
+                until = now + longest
+                if pending is not None:
+                    if pending[0] <= now + quiet:
+                        return  # due sooner already; it will see these events
+                    until = min(until, pending[0])
+                self._quiet_until[key] = until
+            self._schedule(key, min(now + quiet, until))
 
     def _schedule(self, key: str, ready_at: float) -> None:
         """(Holding the delay lock.) ``key``'s one pending deadline becomes ``ready_at``.
@@ -270,7 +277,7 @@ class RateLimitingQueue:
                 ready_at, seq, key = heapq.heappop(self._heap)
                 if self._waiting.get(key) == (ready_at, seq):
                     del self._waiting[key]
-                    self._quiet_since.pop(key, None)
+                    self._quiet_until.pop(key, None)
                     ready.append(key)
             if self._heap:
                 next_due = self._heap[0][0]

@@ -218,12 +218,43 @@ def test_a_stream_that_never_goes_quiet_is_delivered_after_the_longest_wait() ->
     q.shut_down()
 
 
-def test_an_earlier_retry_is_not_pushed_back_by_events() -> None:
+@pytest.mark.parametrize(
+    ("timer", "delivered_at"),
+    [
+        pytest.param(0.5, 0.5, id="an earlier retry is not pushed back"),
+        # A sync that waits (for its writes to show, or for a launcher to start) must still
+        # see a child's change a second later, not at its timer.
+        pytest.param(30.0, 1.0, id="a later timer is brought forward"),
+    ],
+)
+def test_events_and_a_pending_timer_deliver_at_the_earlier(
+    timer: float, delivered_at: float
+) -> None:
     clock = FakeClock()
     q = new_queue(clock)
-    q.add_after("a", 0.5)
+    q.add_after("a", timer)
     q.add_when_quiet("a", 1.0, 5.0)
-    clock.advance(0.5)
+    clock.advance(delivered_at)
+    q.release_due()
+    assert q.get(0) == "a"
+    q.done("a")
+    clock.advance(60.0)
+    q.release_due()
+    assert q.get(0) is None  # delivered once, the other deadline not kept beside it
+    q.shut_down()
+
+
+def test_events_never_push_a_timer_back() -> None:
+    clock = FakeClock()
+    q = new_queue(clock)
+    q.add_after("a", 2.0)
+    for _ in range(2):  # each within the quiet time: without the timer, due at 2.8 s
+        q.add_when_quiet("a", 1.0, 5.0)
+        clock.advance(0.9)
+        q.release_due()
+        assert q.get(0) is None
+    q.add_when_quiet("a", 1.0, 5.0)
+    clock.advance(0.2)  # 2 s after the timer was set
     q.release_due()
     assert q.get(0) == "a"
     q.done("a")
