@@ -54,6 +54,7 @@ from mpi_operator.controller.status import (
     compute_status,
     current_status,
     mark_created,
+    worker_counts_hold,
 )
 from mpi_operator.controller.ttl import seconds_until_deletion
 from mpi_operator.desired.config import new_config_map
@@ -142,7 +143,8 @@ class Plan:
     launcher_name: str | None = None
     # Whether the plan stamps the waiting gang's objects for the scheduler (SyncContext.nudge).
     nudged: bool = False
-    # Sync again after this many seconds, when nothing else will (a finished job's TTL).
+    # Sync again after this many seconds, when nothing else will (a finished job's TTL, the
+    # end of a hold on the workers' count).
     requeue_after: float | None = None
     # The next sync continues from this one's status write: its watch event must sync the job
     # (other writes' events only show what this sync already knew).
@@ -251,6 +253,10 @@ class _Sync:
             self._observe_gang(self.ctx.gang, placed_only=done)
         if launcher is not None:
             self.plan.launcher_name = names.launcher_name(self.job)
+        hold = worker_counts_hold(self.original_status, self.status, seen, self.ctx.now)
+        if hold is not None:
+            self.status = self.original_status
+            self.plan.requeue_after = hold
         self._write_status()
         return self.plan
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
@@ -28,6 +29,7 @@ from mpi_operator.controller.failures import (
     phase,
     pod_failure,
 )
+from mpi_operator.controller.ttl import parse_time
 
 REASON_CREATED: Final = "MPIJobCreated"
 REASON_RUNNING: Final = "MPIJobRunning"
@@ -41,6 +43,10 @@ REASON_WORKER_FAILED: Final = "WorkerFailed"
 BACKOFF_LIMIT_EXCEEDED: Final = "BackoffLimitExceeded"
 # The Job controller's message when a Job's backoffLimit is spent.
 BACKOFF_LIMIT_MESSAGE: Final = "Job has reached the specified backoff limit"
+
+WORKER_COUNTS_HOLD: Final = 30.0
+"""Seconds after the last running worker started during which their count waits for the
+launcher to run, so that one status write records both (docs/differences.md C18)."""
 
 NORMAL: Final = "Normal"
 WARNING: Final = "Warning"
@@ -168,6 +174,60 @@ def compute_status(
         if set_condition(conditions, c.CONDITION_RUNNING, "True", REASON_RUNNING, message, now):
             out.events.append(Event(NORMAL, REASON_RUNNING, f"MPIJob {key} is running"))
     return out
+
+
+def worker_counts_hold(
+    stored: dict[str, Any], computed: dict[str, Any], seen: Observed, now: str
+) -> float | None:
+    """Seconds to keep the ``stored`` status when ``computed`` differs from it only in the
+    number of active workers and the launcher has been created but does not run yet; None
+    means write ``computed``.
+
+    Under load the scheduler starts a launcher's pod, created with the workers, tens of
+    seconds after them: the launcher's start, which sets Running, writes the count with it.
+    Held at most ``WORKER_COUNTS_HOLD`` after the last running worker started, and never a
+    failure, a condition or a finished job's count."""
+    if seen.suspended or seen.launcher is None or is_finished(computed.get("conditions") or []):
+        return None
+    if any(phase(pod) == "Running" for pod in seen.launcher_pods):
+        return None
+    if computed == stored or _with_active_workers_of(computed, stored) != stored:
+        return None
+    started, current = _last_worker_start(seen.workers), parse_time(now)
+    if started is None or current is None:
+        return None
+    left = WORKER_COUNTS_HOLD - (current - started).total_seconds()
+    # A start ahead of this clock (a node's clock skewed) holds nothing.
+    return left if 0 < left <= WORKER_COUNTS_HOLD else None
+
+
+def _last_worker_start(workers: Sequence[dict[str, Any]]) -> datetime | None:
+    """When the last running worker's last container started; None when none runs or a
+    running worker does not say (a container restarting, say)."""
+    latest: datetime | None = None
+    for pod in workers:
+        if phase(pod) != "Running":
+            continue
+        started = [
+            parse_time(str(((container.get("state") or {}).get("running") or {}).get("startedAt")))
+            for container in (pod.get("status") or {}).get("containerStatuses") or []
+        ]
+        if not started or None in started:
+            return None
+        latest = max(filter(None, [latest, *started]))
+    return latest
+
+
+def _with_active_workers_of(status: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """``status`` with ``other``'s count of active workers."""
+    replicas = dict(status.get("replicaStatuses") or {})
+    workers = dict(replicas.get(c.WORKER) or {})
+    active = ((other.get("replicaStatuses") or {}).get(c.WORKER) or {}).get("active")
+    workers.pop("active", None)
+    if active is not None:
+        workers["active"] = active
+    replicas[c.WORKER] = workers
+    return {**status, "replicaStatuses": replicas}
 
 
 def _ran_unseen(conditions: list[Condition], seen: Observed) -> bool:

@@ -625,6 +625,46 @@ def test_a_job_from_submission_to_running_costs_two_syncs_of_writes() -> None:
     assert third.actions == [] and third.events == []
 
 
+def workers_running_before_the_launcher(obj: dict[str, Any], view: MemoryView) -> None:
+    first = plan_sync(obj, view, context())
+    view.apply(first.actions)
+    obj["status"] = status_of(first)
+    started = [{"name": "worker", "state": {"running": {"startedAt": "2026-01-01T00:00:10Z"}}}]
+    for i in range(2):
+        pod = view.get("pods", "ns", f"test-worker-{i}")
+        assert pod is not None
+        pod["status"] = {"phase": "Running", "containerStatuses": started}
+
+
+def test_workers_running_before_their_launcher_share_its_status_write() -> None:
+    obj = MPIJobWrapper().workers(2).obj()
+    view = cluster_view()
+    workers_running_before_the_launcher(obj, view)
+    waiting = plan_sync(obj, view, context(now="2026-01-01T00:00:20Z"))
+    # The hosts the launcher reads are current; the count waits for the launcher.
+    assert writes(waiting) == ["update configmaps test-config"]
+    assert waiting.requeue_after == 20.0
+    view.apply(waiting.actions)
+    pods_running(view, workers=2)
+    running = plan_sync(obj, view, context(now="2026-01-01T00:00:30Z"))
+    assert writes(running) == ["update_status mpijobs/status test"]
+    assert status_of(running)["replicaStatuses"] == {
+        "Launcher": {"active": 1},
+        "Worker": {"active": 2},
+    }
+    assert reasons(running) == ["MPIJobRunning"] and running.requeue_after is None
+
+
+def test_a_held_worker_count_is_written_when_the_launcher_is_late() -> None:
+    obj = MPIJobWrapper().workers(2).obj()
+    view = cluster_view()
+    workers_running_before_the_launcher(obj, view)
+    late = plan_sync(obj, view, context(now="2026-01-01T00:00:40Z"))
+    assert writes(late) == ["update configmaps test-config", "update_status mpijobs/status test"]
+    assert status_of(late)["replicaStatuses"] == {"Launcher": {}, "Worker": {"active": 2}}
+    assert late.requeue_after is None
+
+
 @pytest.mark.parametrize("suspended", [False, True], ids=["running", "suspended"])
 @pytest.mark.parametrize(
     "gang", ["", "volcano", "scheduler-plugins-scheduler", "koord-scheduler"], ids=str

@@ -9,10 +9,12 @@ import pytest
 from mpi_operator.controller.conditions import set_condition
 from mpi_operator.controller.failures import WorkerFailures
 from mpi_operator.controller.status import (
+    WORKER_COUNTS_HOLD,
     Event,
     Observed,
     compute_status,
     mark_created,
+    worker_counts_hold,
 )
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
@@ -353,3 +355,103 @@ def test_long_failure_messages_are_truncated() -> None:
     out = compute_status(JOB, CREATED, Observed(failed, [], [], False), T2)
     message = out.status["conditions"][1]["message"]
     assert len(message) == 1024 and message.endswith("...")
+
+
+def stored(workers: dict[str, int] | None = None) -> dict[str, Any]:
+    """A job's status as its first sync wrote it, with these worker counts."""
+    return {
+        **CREATED,
+        "startTime": T0,
+        "replicaStatuses": {"Launcher": {}, "Worker": workers or {}},
+    }
+
+
+def running_since(*times: str | None) -> list[dict[str, Any]]:
+    """Running workers whose container started at each time (None: it does not say)."""
+    state = [{"running": {"startedAt": at}} if at else {"waiting": {}} for at in times]
+    return [
+        pod(f"test-worker-{i}", "Running", containerStatuses=[{"name": "worker", "state": s}])
+        for i, s in enumerate(state)
+    ]
+
+
+TEN_S = "2026-01-01T00:00:10Z"
+TWENTY_S = "2026-01-01T00:00:20Z"
+ONE_RAN = stored({"active": 1})
+BOTH_RAN = stored({"active": 2})
+
+
+def waiting(workers: list[dict[str, Any]], *launcher_pods: dict[str, Any]) -> Observed:
+    return Observed(launcher_job(), list(launcher_pods), workers, suspended=False)
+
+
+HELD = WORKER_COUNTS_HOLD - 10  # the last worker started 10 s before TWENTY_S
+BOTH_STARTED = (T0, TEN_S)
+HOLDS = {
+    "workers ran, the launcher has no pod": (
+        stored(),
+        BOTH_RAN,
+        waiting(running_since(*BOTH_STARTED)),
+        HELD,
+    ),
+    "the launcher's pod is pending": (
+        stored(),
+        BOTH_RAN,
+        waiting(running_since(*BOTH_STARTED), pod("l", "Pending")),
+        HELD,
+    ),
+    "a worker stopped running": (BOTH_RAN, ONE_RAN, waiting(running_since(TEN_S)), HELD),
+    "the launcher runs": (
+        stored(),
+        BOTH_RAN,
+        waiting(running_since(*BOTH_STARTED), pod("l", "Running")),
+        None,
+    ),
+    "no launcher yet (WaitForWorkersReady)": (
+        stored(),
+        BOTH_RAN,
+        Observed(None, [], running_since(*BOTH_STARTED), suspended=False),
+        None,
+    ),
+    "suspended": (
+        stored(),
+        BOTH_RAN,
+        Observed(launcher_job(), [], running_since(*BOTH_STARTED), suspended=True),
+        None,
+    ),
+    "a worker failed as well": (
+        stored(),
+        stored({"active": 2, "failed": 1}),
+        waiting(running_since(*BOTH_STARTED)),
+        None,
+    ),
+    "the conditions changed as well": (
+        stored(),
+        {**BOTH_RAN, "conditions": []},
+        waiting(running_since(*BOTH_STARTED)),
+        None,
+    ),
+    "nothing changed": (BOTH_RAN, BOTH_RAN, waiting(running_since(*BOTH_STARTED)), None),
+}
+
+
+@pytest.mark.parametrize(("before", "after", "seen", "held"), HOLDS.values(), ids=HOLDS.keys())
+def test_running_workers_wait_for_the_launcher_to_share_its_status_write(
+    before: dict[str, Any], after: dict[str, Any], seen: Observed, held: float | None
+) -> None:
+    assert worker_counts_hold(before, after, seen, TWENTY_S) == held
+
+
+@pytest.mark.parametrize(
+    "starts",
+    [
+        pytest.param(("2025-12-31T23:59:45Z", "2025-12-31T23:59:50Z"), id="30 s ago"),
+        pytest.param((T0, "2026-01-01T01:00:00Z"), id="ahead of the clock"),
+        pytest.param((T0, None), id="a worker does not say"),
+        pytest.param((T0, "yesterday"), id="not a time"),
+    ],
+)
+def test_a_count_is_not_held_past_the_last_workers_start_or_without_one(
+    starts: tuple[str | None, ...],
+) -> None:
+    assert worker_counts_hold(stored(), BOTH_RAN, waiting(running_since(*starts)), TWENTY_S) is None
