@@ -66,13 +66,20 @@ def child_metadata(job: MPIJob, name: str, labels: dict[str, str] | None = None)
     }
 
 
-def is_controlled_by(obj: dict[str, Any], job: MPIJob) -> bool:
-    """True when ``obj``'s controller reference points at this very job (same UID)."""
+def is_controlled_by(obj: Mapping[str, Any], job: MPIJob) -> bool:
+    """True when ``obj``'s controller is this very job: see :func:`controlled_by_mpijob`."""
+    return controlled_by_mpijob(obj, job.uid)
+
+
+def controlled_by_mpijob(obj: Mapping[str, Any], uid: str | None) -> bool:
+    """True when ``obj``'s controller reference is an MPIJob of group kubeflow.org with this
+    UID, through whichever version of the API (training-operator's children name
+    ``kubeflow.org/v1``). The one test of ownership: the sync and the writer both ask it before
+    they touch an object, and the launcher's exec access names only pods that pass it."""
+    if not uid:
+        return False
     for ref in metadata_of(obj).get("ownerReferences") or []:
         if ref.get("controller"):
-            return bool(
-                ref.get("apiVersion") == c.API_VERSION
-                and ref.get("kind") == c.KIND
-                and ref.get("uid") == job.uid
-            )
+            group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+            return group == c.GROUP and ref.get("kind") == c.KIND and ref.get("uid") == uid
     return False

@@ -58,7 +58,12 @@ from mpi_operator.controller.status import (
 )
 from mpi_operator.controller.ttl import seconds_until_deletion
 from mpi_operator.desired.config import new_config_map
-from mpi_operator.desired.kubectl_exec import exec_access
+from mpi_operator.desired.kubectl_exec import (
+    granted_pods,
+    launcher_account,
+    launcher_role,
+    launcher_role_binding,
+)
 from mpi_operator.desired.launcher import (
     launcher_pod_template,
     new_launcher_job,
@@ -94,13 +99,8 @@ _KINDS: Final = {
     "roles": "Role",
     "rolebindings": "RoleBinding",
 }
-# What a KubectlExec launcher's exec access needs kept current, by kind; and what of it goes
-# when the job stops running (the account grants nothing on its own).
-_EXEC_ACCESS_FIELDS: Final = {
-    "serviceaccounts": (),
-    "roles": ("rules",),
-    "rolebindings": ("subjects",),
-}
+# What of a KubectlExec launcher's exec access goes when the job stops running or has no
+# worker to exec into, binding first (the account grants nothing on its own).
 _REVOKED: Final = ("rolebindings", "roles")
 
 
@@ -209,6 +209,10 @@ class _Sync:
         # What the children's steps found or created this sync.
         self.launcher: dict[str, Any] | None = None
         self.workers: list[dict[str, Any]] = []
+        # Worker names this sync deletes: free for anyone to take, so granted nothing on.
+        self.withdrawn: set[str] = set()
+        # Whether this sync deleted the launcher's RoleBinding before touching its workers.
+        self.binding_revoked = False
         self.failures = WorkerFailures()
 
     def run(self) -> Plan:
@@ -391,33 +395,77 @@ class _Sync:
         return True
 
     def _ensure_exec_access(self) -> bool:
-        """The launcher's account, Role and binding: created, and the Role kept naming the
-        job's current workers."""
-        for resource, desired in exec_access(self.job):
-            name = desired["metadata"]["name"]
-            # The API server checks a new binding against its Role's rules (no one may grant
-            # more than they hold), so the binding waits until the Role exists.
-            batch = "" if resource == "rolebindings" else SHARED_OBJECTS
-            current = self.view.get(resource, self.ns, name)
-            if current is None:
-                self._write("create", resource, name, desired, batch=batch)
-                continue
-            if not self._owned(current, resource):
-                return False
-            fields = _EXEC_ACCESS_FIELDS[resource]
-            if any(current.get(key) != desired[key] for key in fields):
-                updated = copy.deepcopy(current)
-                updated.update({key: desired[key] for key in fields})
-                self._write("update", resource, name, updated, batch=batch)
+        """The launcher's account and, while the job has workers proven its own, the Role
+        naming exactly those and its binding. Runs after the workers' writes, so a name is
+        granted only once the pod of that name was found or created as the job's."""
+        account = launcher_account(self.job)
+        name = account["metadata"]["name"]
+        current = self.view.get("serviceaccounts", self.ns, name)
+        if current is None:
+            self._write("create", "serviceaccounts", name, account, batch=SHARED_OBJECTS)
+        elif not self._owned(current, "serviceaccounts"):
+            return False
+        granted = [
+            pod["metadata"]["name"]
+            for pod in self.workers
+            if pod["metadata"]["name"] not in self.withdrawn and not _terminating(pod)
+        ]
+        if not granted:
+            return self._revoke_exec_access()
+        role = launcher_role(self.job, granted)
+        current = self.view.get("roles", self.ns, name)
+        if current is None:
+            self._write("create", "roles", name, role, batch=SHARED_OBJECTS)
+        elif not self._owned(current, "roles"):
+            return False
+        elif current.get("rules") != role["rules"]:
+            self._write("update", "roles", name, {**copy.deepcopy(current), "rules": role["rules"]})
+        # The API server checks a new binding against its Role's rules (no one may grant
+        # more than they hold), so the binding waits until the Role exists.
+        binding = launcher_role_binding(self.job)
+        current = None if self.binding_revoked else self.view.get("rolebindings", self.ns, name)
+        if current is None:
+            self._write("create", "rolebindings", name, binding)
+        elif not self._owned(current, "rolebindings"):
+            return False
+        elif current.get("subjects") != binding["subjects"]:
+            updated = {**copy.deepcopy(current), "subjects": binding["subjects"]}
+            self._write("update", "rolebindings", name, updated)
+        return True
+
+    def _revoke_stale_grant(self) -> bool:
+        """Before any worker is written: when the launcher's Role names a pod that the caches
+        no longer show as the job's own (deleted, or taken by someone else since), its binding
+        goes first. A create that then meets someone else's pod of that name stops the sync
+        with nothing of theirs granted; otherwise the exec access step binds the Role again."""
+        if self.job.uses_ssh:
+            return True
+        name = names.launcher_access_name(self.job)
+        role = self.view.get("roles", self.ns, name)
+        binding = self.view.get("rolebindings", self.ns, name)
+        if role is None or binding is None:
+            return True
+        if not self._owned(role, "roles") or not self._owned(binding, "rolebindings"):
+            return False
+        proven = {
+            pod["metadata"]["name"]
+            for pod in self.view.worker_pods(self.job)
+            if is_controlled_by(pod, self.job) and not _terminating(pod)
+        }
+        if granted_pods(role) <= proven:
+            return True
+        self._write("delete", "rolebindings", name)
+        self.binding_revoked = True
         return True
 
     def _revoke_exec_access(self) -> bool:
         """Take away the launcher's exec rights once the job no longer runs (finished or
-        suspended); a resumed job gets them again."""
+        suspended) or has no worker to exec into; a resumed job gets them again."""
         if self.job.uses_ssh:
             return True
         name = names.launcher_access_name(self.job)
-        return self._delete_owned([(resource, name) for resource in _REVOKED])
+        revoked = _REVOKED[1:] if self.binding_revoked else _REVOKED
+        return self._delete_owned([(resource, name) for resource in revoked])
 
     def _delete_owned(self, objects: Sequence[tuple[str, str]]) -> bool:
         """Delete each (resource, name) that is cached; False, deleting nothing more, at the
@@ -524,6 +572,8 @@ class _Sync:
         return self.view.get(plural, "", name)
 
     def _ensure_workers(self) -> bool:
+        if not self._revoke_stale_grant():
+            return False
         workers = self._ensure_worker_pods()
         if workers is None:
             return False
@@ -542,6 +592,7 @@ class _Sync:
                 if not self._owned(pod, "pods"):
                     return None
                 self._write("delete", "pods", name, batch=WORKER_PODS)
+                self.withdrawn.add(name)
         workers: list[dict[str, Any]] = []
         for index, name in enumerate(wanted):
             found = existing.get(name) or self.view.get("pods", self.ns, name)
@@ -574,6 +625,7 @@ class _Sync:
             uid = pod["metadata"].get("uid")
             body = {"preconditions": {"uid": uid}} if uid else None
             self._write("delete", "pods", pod["metadata"]["name"], body, batch=WORKER_PODS)
+            self.withdrawn.add(pod["metadata"]["name"])
         return judged
 
     # -- launcher ----------------------------------------------------------------------
@@ -693,6 +745,10 @@ def _job_finished(job: dict[str, Any]) -> bool:
 
 def _job_suspended(job: dict[str, Any]) -> bool:
     return bool((job.get("spec") or {}).get("suspend"))
+
+
+def _terminating(pod: dict[str, Any]) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:

@@ -3,15 +3,17 @@ mpirun starts processes on the workers through ``kubectl exec``, so no image nee
 the job has no Secret or Service.
 
 The launcher runs under a ServiceAccount of its own, bound to a Role that allows exec into
-this job's worker pods and nothing else, and only while the job runs. The account its
-template names (for Flyte, the execution's account, which every task of a project shares)
-gains no right, so no other pod of the namespace does.
+this job's worker pods, by name, and nothing else, and only while the job runs. The Role
+names only pods the operator has created or found to be the job's own, and is written after
+them; a job without workers has no Role at all. The account its template names (for Flyte,
+the execution's account, which every task of a project shares) gains no right. Workers get
+no account token unless their template asks for one: they never call the API server.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
@@ -124,6 +126,12 @@ def mount_kubexec(template: dict[str, Any], job: DefaultedMPIJob) -> None:
     )
 
 
+def withhold_worker_token(template: dict[str, Any]) -> None:
+    """A worker only waits for the launcher's exec: it gets no API token unless its template
+    says so."""
+    template["spec"].setdefault("automountServiceAccountToken", False)
+
+
 def keep_worker_alive(container: dict[str, Any]) -> None:
     """A worker without a command sleeps while the launcher execs into it; its args (Flyte
     puts the task's command there) are replaced, as training-operator replaces them."""
@@ -140,40 +148,72 @@ def _access_object(
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
 
 
-def role_rules(job: DefaultedMPIJob) -> list[dict[str, Any]]:
-    """Get and exec into this job's worker pods, by name: kubectl exec reads the pod first."""
-    workers = [names.worker_name(job, i) for i in range(job.replicas(c.WORKER))]
+def role_rules(workers: Sequence[str]) -> list[dict[str, Any]]:
+    """Get and exec into these worker pods, by name: kubectl exec reads the pod first.
+
+    ``workers`` must not be empty: RBAC reads a rule without names as one for every pod.
+    """
+    if not workers:
+        raise ValueError("a launcher's Role must name at least one worker pod")
     return [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": workers},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": [*workers]},
         {
             "apiGroups": [""],
             "resources": ["pods/exec"],
             "verbs": ["create"],
-            "resourceNames": list(workers),
+            "resourceNames": [*workers],
         },
     ]
 
 
-def exec_access(job: DefaultedMPIJob) -> list[tuple[str, dict[str, Any]]]:
-    """The launcher's account, its Role and the binding, in creation order, by plural."""
+def granted_pods(role: Mapping[str, Any]) -> set[str]:
+    """Every pod name a stored Role of ours grants anything on."""
+    return {
+        str(name)
+        for rule in role.get("rules") or []
+        if isinstance(rule, Mapping)
+        for name in rule.get("resourceNames") or []
+    }
+
+
+def launcher_account(job: DefaultedMPIJob) -> dict[str, Any]:
+    """The launcher's own ServiceAccount: it grants nothing without the Role and binding."""
+    return _access_object(job, "v1", "ServiceAccount")
+
+
+def launcher_role(job: DefaultedMPIJob, workers: Sequence[str]) -> dict[str, Any]:
+    return _access_object(job, RBAC_API_VERSION, "Role", rules=role_rules(workers))
+
+
+def launcher_role_binding(job: DefaultedMPIJob) -> dict[str, Any]:
     name = names.launcher_access_name(job)
     subject = {"kind": "ServiceAccount", "name": name, "namespace": job.namespace}
     role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
-    return [
-        ("serviceaccounts", _access_object(job, "v1", "ServiceAccount")),
-        ("roles", _access_object(job, RBAC_API_VERSION, "Role", rules=role_rules(job))),
-        (
-            "rolebindings",
-            _access_object(
-                job, RBAC_API_VERSION, "RoleBinding", roleRef=role_ref, subjects=[subject]
-            ),
-        ),
-    ]
+    return _access_object(
+        job, RBAC_API_VERSION, "RoleBinding", roleRef=role_ref, subjects=[subject]
+    )
+
+
+def exec_access(job: DefaultedMPIJob, workers: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The launcher's account and, when there are ``workers`` to exec into, its Role and
+    binding: in creation order, by plural."""
+    access = [("serviceaccounts", launcher_account(job))]
+    if workers:
+        access += [
+            ("roles", launcher_role(job, workers)),
+            ("rolebindings", launcher_role_binding(job)),
+        ]
+    return access
+
+
+def all_worker_names(job: DefaultedMPIJob) -> list[str]:
+    return [names.worker_name(job, i) for i in range(job.replicas(c.WORKER))]
 
 
 def role_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     """Whether the Role naming every worker fits in what the API server stores."""
-    size = sum(len(name) + 3 for rule in role_rules(job) for name in rule["resourceNames"])
+    # Each worker's name is listed in both rules, quoted, with a separator.
+    size = 2 * sum(len(name) + 3 for name in all_worker_names(job))
     if size > MAX_ROLE_BYTES:
         yield FieldError(
             f"spec.mpiReplicaSpecs[{c.WORKER}].replicas",

@@ -12,7 +12,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.desired.config import config_map_errors, new_config_map
-from mpi_operator.desired.kubectl_exec import exec_access, role_errors
+from mpi_operator.desired.kubectl_exec import all_worker_names, exec_access, role_errors
 from mpi_operator.desired.launcher import new_launcher_job
 from mpi_operator.desired.pod_templates import (
     dns_search_errors,
@@ -52,9 +52,10 @@ class Child(Enum):
 
 def children(job: DefaultedMPIJob, gang: GangScheduler | None) -> tuple[Child, ...]:
     """The job's children in creation order: everything the launcher needs exists before it
-    starts, and the gang's objects before the pods that join them. A suspended job gets
-    neither gang objects nor workers (nor, over kubectl exec, the launcher's exec access),
-    and a suspended launcher Job.
+    starts, and the gang's objects before the pods that join them. Over kubectl exec, the
+    launcher's exec access comes after the workers: a grant names only pods already proven the
+    job's own. A suspended job gets neither gang objects nor workers (nor, over kubectl exec,
+    the launcher's exec access), and a suspended launcher Job.
 
     Rendering and the operator's sync both walk this list, so a new child, or a new rule of
     when one exists, is one edit here.
@@ -64,11 +65,11 @@ def children(job: DefaultedMPIJob, gang: GangScheduler | None) -> tuple[Child, .
     else:
         order = [Child.CONFIG_MAP]
     if not is_suspended(job):
-        if not job.uses_ssh:
-            order.append(Child.EXEC_ACCESS)
         if gang_objects_of(gang) is not None:
             order.append(Child.GANG_OBJECTS)
         order.append(Child.WORKERS)
+        if not job.uses_ssh:
+            order.append(Child.EXEC_ACCESS)
     order.append(Child.LAUNCHER)
     return tuple(order)
 
@@ -99,7 +100,7 @@ def iter_desired_objects(
         elif child is Child.SSH_SECRET:
             yield new_ssh_secret(job, ssh_key or generate_ssh_key_pair())
         elif child is Child.EXEC_ACCESS:
-            yield from (obj for _, obj in exec_access(job))
+            yield from (obj for _, obj in exec_access(job, all_worker_names(job)))
         elif child is Child.GANG_OBJECTS and (with_objects := gang_objects_of(gang)):
             yield from with_objects.gang_objects(job, facts)
         elif child is Child.WORKERS:

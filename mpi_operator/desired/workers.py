@@ -33,6 +33,7 @@ def new_worker_pod(
     pod_templates.keep_last_words(container)
     if not job.uses_ssh:
         kubectl_exec.keep_worker_alive(container)
+        kubectl_exec.withhold_worker_token(template)
     elif not container.get("command") and not container.get("args"):
         # mpirun reaches workers over ssh; a container that chose its own command or args
         # (an entrypoint that starts sshd itself, say) keeps it.

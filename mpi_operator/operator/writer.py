@@ -5,6 +5,10 @@ earlier create of ours (then the object is ours and the write's goal holds), or 
 same name belongs to someone else (then the sync stops with ErrResourceExists, as upstream's
 does, and nothing is overwritten). Objects of ours that lack the operator's label, made by an
 earlier operator version, get the label so the filtered caches see them from then on.
+
+The writer is also the last guard on what the operator grants: it refuses to send a Role or
+RoleBinding that would grant more than the named pods of one job (see ``grant_problem``),
+whatever the plan that asked for it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.meta import controlled_by_mpijob
 from mpi_operator.controller.execute import WriteError
 from mpi_operator.controller.plan import REASON_RESOURCE_EXISTS, Action, resource_exists_message
 from mpi_operator.runtime.client import ApiError, Client, Resource
@@ -26,6 +31,10 @@ class ApiWriter:
         self._resources = dict(resources)
 
     def write(self, action: Action) -> dict[str, Any] | None:
+        problem = grant_problem(action)
+        if problem is not None:
+            # A bug of ours, never the user's: nothing is sent, and the sync fails loudly.
+            raise WriteError(500, f"internal error: refused to {action.describe()}: {problem}")
         plural, _, subresource = action.resource.partition("/")
         resource = self._resources[plural]
         try:
@@ -59,7 +68,8 @@ class ApiWriter:
             live = self._client.get(resource, action.name, action.namespace)
         except ApiError as error:
             raise WriteError(error.status, str(error)) from None
-        if not _same_controller(live, action.body or {}):
+        wanted = controller_ref(action.body or {})
+        if wanted is None or not controlled_by_mpijob(live, wanted.get("uid")):
             raise WriteError(
                 409,
                 resource_exists_message(action.name, resource.kind),
@@ -76,6 +86,35 @@ class ApiWriter:
             raise WriteError(error.status, str(error)) from None
 
 
-def _same_controller(live: Object, desired: Object) -> bool:
-    wanted, found = controller_ref(desired), controller_ref(live)
-    return wanted is not None and found is not None and found.get("uid") == wanted.get("uid")
+def grant_problem(action: Action) -> str | None:
+    """Why a write of a Role or RoleBinding must not be sent, or None.
+
+    A Role rule without ``resourceNames``, or with an empty list, applies to every object of
+    its resources in the namespace: RBAC reads "no names" as "all names". The operator's only
+    grants are a launcher's access to its own job's pods by name, bound to that launcher's own
+    account, so anything else is refused.
+    """
+    if action.verb not in ("create", "update"):
+        return None
+    body = action.body or {}
+    if action.resource == "roles":
+        rules = body.get("rules")
+        if not isinstance(rules, list) or not rules:
+            return "a Role must have rules"
+        for index, rule in enumerate(rules):
+            names = rule.get("resourceNames") if isinstance(rule, dict) else None
+            if not isinstance(names, list) or not names or not all(names):
+                return f"rules[{index}] must name the objects it grants (resourceNames)"
+    elif action.resource == "rolebindings":
+        role_ref = body.get("roleRef") or {}
+        if role_ref.get("kind") != "Role" or role_ref.get("name") != action.name:
+            return "a RoleBinding must bind the Role of its own name"
+        subjects = body.get("subjects") or []
+        subject = subjects[0] if len(subjects) == 1 and isinstance(subjects[0], dict) else {}
+        if (subject.get("kind"), subject.get("name"), subject.get("namespace")) != (
+            "ServiceAccount",
+            action.name,
+            action.namespace,
+        ):
+            return "a RoleBinding must bind only the ServiceAccount of its own name"
+    return None

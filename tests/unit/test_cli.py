@@ -75,11 +75,14 @@ def test_every_example_renders(
 
     assert (code, err) == (0, "")
     pod_group = ["PodGroup"] if gang else []
+    exec_access = []
     if job["apiVersion"] == "kubeflow.org/v1":  # kubectl exec: no Service or SSH keys
-        shared = ["ConfigMap", "ServiceAccount", "Role", "RoleBinding"]
+        shared = ["ConfigMap"]
+        # The grant only after the pods it names.
+        exec_access = ["ServiceAccount", "Role", "RoleBinding"]
     else:
         shared = ["Service", "ConfigMap", "Secret"]
-    kinds = [*shared, *pod_group, *["Pod"] * workers, "Job"]
+    kinds = [*shared, *pod_group, *["Pod"] * workers, *exec_access, "Job"]
     assert [obj["kind"] for obj in objects] == kinds
     assert {obj["metadata"]["namespace"] for obj in objects} == {"default"}
     pods = [obj for obj in objects if obj["kind"] == "Pod"]

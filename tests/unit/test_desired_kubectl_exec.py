@@ -13,7 +13,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.cli import dump_objects
 from mpi_operator.desired.config import new_config_map
-from mpi_operator.desired.kubectl_exec import MAX_ROLE_BYTES, role_errors
+from mpi_operator.desired.kubectl_exec import MAX_ROLE_BYTES, role_errors, role_rules
 from mpi_operator.desired.objects import desired_objects, render_errors
 from mpi_operator.testing.wrappers import MPIJobWrapper, container
 
@@ -42,17 +42,44 @@ def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [obj for obj in objects if obj["kind"] == kind]
 
 
-def test_the_children_are_the_config_the_exec_access_the_workers_and_the_launcher() -> None:
+def test_the_children_are_the_config_the_workers_the_exec_access_and_the_launcher() -> None:
     objects = desired_objects(flyte_job("pi").job(), FACTS, None)
     assert kinds_and_names(objects) == [
         "ConfigMap pi-config",
+        "Pod pi-worker-0",
+        "Pod pi-worker-1",
         "ServiceAccount pi-launcher",
         "Role pi-launcher",
         "RoleBinding pi-launcher",
-        "Pod pi-worker-0",
-        "Pod pi-worker-1",
         "Job pi-launcher",
     ]
+
+
+def test_a_job_without_workers_renders_no_role_and_no_binding() -> None:
+    """A Role with no names would grant exec into every pod of the namespace."""
+    job = flyte_job("pi").without("Worker").run_launcher_as_worker().job()
+    objects = desired_objects(job, FACTS, None)
+    assert kinds_and_names(objects) == [
+        "ConfigMap pi-config",
+        "ServiceAccount pi-launcher",
+        "Job pi-launcher",
+    ]
+
+
+def test_a_role_is_never_built_without_names() -> None:
+    with pytest.raises(ValueError, match="at least one worker"):
+        role_rules([])
+
+
+def test_workers_get_no_account_token_unless_their_template_asks() -> None:
+    [plain, *_] = by_kind(desired_objects(flyte_job("pi").job(), FACTS, None), "Pod")
+    assert plain["spec"]["automountServiceAccountToken"] is False
+    asking = flyte_job("pi").pod_spec_field(c.WORKER, "automountServiceAccountToken", True)
+    [kept, *_] = by_kind(desired_objects(asking.job(), FACTS, None), "Pod")
+    assert kept["spec"]["automountServiceAccountToken"] is True
+    # The launcher needs its token for kubectl, whatever its template says.
+    [launcher] = by_kind(desired_objects(flyte_job("pi").job(), FACTS, None), "Job")
+    assert launcher["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
 
 
 def test_a_suspended_job_has_no_exec_access_and_no_workers() -> None:

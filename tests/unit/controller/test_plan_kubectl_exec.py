@@ -1,5 +1,6 @@
 """Syncs of KubectlExec (kubeflow.org/v1) jobs: the exact writes, the exec access that lives
-only while the job runs, and a status a v1 reader (Flyte) can always map to a phase."""
+only while the job runs and names only pods proven the job's own, and a status a v1 reader
+(Flyte) can always map to a phase."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mpi_operator.controller.plan import plan_sync
+from mpi_operator.controller.plan import Plan, plan_sync
 from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import MPIJobWrapper
 from tests.unit.controller.test_plan import (
@@ -43,18 +44,38 @@ def newest_true(status: dict[str, Any]) -> str:
     return sorted(true, key=lambda c: c["lastTransitionTime"])[-1]["type"]
 
 
-def test_a_first_sync_writes_the_config_the_exec_access_workers_launcher_and_status() -> None:
+def granted(plan: Plan) -> list[list[str]]:
+    """The pod names of each Role the plan writes (both rules name the same pods)."""
+    roles = [a.body for a in plan.actions if a.resource == "roles" and a.body is not None]
+    names = []
+    for role in roles:
+        [get, exec_] = role["rules"]
+        assert get["resourceNames"] == exec_["resourceNames"]
+        names.append(get["resourceNames"])
+    return names
+
+
+def test_a_first_sync_writes_the_config_the_workers_the_exec_access_launcher_and_status() -> None:
     plan = plan_sync(v1_job().obj(), cluster_view(), context())
     assert writes(plan) == [
         "create configmaps test-config",
-        *EXEC_ACCESS,
         *worker_writes("create", 2),
+        *EXEC_ACCESS,
         "create jobs test-launcher",
         "update_status mpijobs/status test",
     ]
-    # The shared objects go out together; the binding only once its Role exists, since the
-    # API server checks a binding against the rules of its Role.
-    assert [a.batch for a in plan.actions[:4]] == ["shared objects"] * 3 + [""]
+    # The grant only after the pods it names were created: a create that fails stops the
+    # sync before any Role names that pod. The account and Role go out together; the binding
+    # only once its Role exists, since the API server checks a binding against its Role's rules.
+    assert [a.batch for a in plan.actions[:6]] == [
+        "shared objects",
+        "worker pods",
+        "worker pods",
+        "shared objects",
+        "shared objects",
+        "",
+    ]
+    assert granted(plan) == [["test-worker-0", "test-worker-1"]]
     status = status_of(plan)
     assert status["startTime"]
     assert newest_true(status) == "Created"
@@ -66,15 +87,147 @@ def test_a_synced_v1_job_converges_to_no_writes() -> None:
     assert plan_sync(obj, view, context(now=LATER)).actions == []
 
 
-def test_scaling_updates_the_role_to_name_the_new_workers() -> None:
+def test_scaling_up_names_a_new_worker_only_after_its_create() -> None:
     view = cluster_view()
     obj = converge(v1_job(2).obj(), view, context())
     obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 3
     plan = plan_sync(obj, view, context(now=LATER))
-    assert writes(plan)[:2] == ["update configmaps test-config", "update roles test-launcher"]
-    [role_update] = [a for a in plan.actions if a.resource == "roles"]
-    assert role_update.body is not None
-    assert role_update.body["rules"][1]["resourceNames"][-1] == "test-worker-2"
+    assert writes(plan)[:3] == [
+        "update configmaps test-config",
+        "create pods test-worker-2",
+        "update roles test-launcher",
+    ]
+    assert granted(plan) == [["test-worker-0", "test-worker-1", "test-worker-2"]]
+
+
+def test_scaling_down_drops_the_deleted_workers_from_the_role() -> None:
+    view = cluster_view()
+    obj = converge(v1_job(3).obj(), view, context())
+    obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 1
+    plan = plan_sync(obj, view, context(now=LATER))
+    assert [w for w in writes(plan) if "pods" in w or "role" in w] == [
+        "delete pods test-worker-1",
+        "delete pods test-worker-2",
+        "update roles test-launcher",
+    ]
+    assert granted(plan) == [["test-worker-0"]]
+
+
+def test_a_job_without_workers_has_no_role_and_no_binding() -> None:
+    """runLauncherAsWorker alone: a launcher that execs into nobody is granted nothing (a Role
+    without names would be one for every pod of the namespace)."""
+    view = cluster_view()
+    job = v1_job().without("Worker").run_launcher_as_worker().obj()
+    plan = plan_sync(job, view, context())
+    assert writes(plan) == [
+        "create configmaps test-config",
+        "create serviceaccounts test-launcher",
+        "create jobs test-launcher",
+        "update_status mpijobs/status test",
+    ]
+    converge(job, view, context())
+    assert view.get("roles", "ns", "test-launcher") is None
+    assert view.get("rolebindings", "ns", "test-launcher") is None
+
+
+def test_removing_the_worker_role_while_running_revokes_the_grant() -> None:
+    view = cluster_view()
+    obj = converge(v1_job(2).obj(), view, context())
+    del obj["spec"]["mpiReplicaSpecs"]["Worker"]
+    plan = plan_sync(obj, view, context(now=LATER))
+    assert [w for w in writes(plan) if "pods" in w or "role" in w] == [
+        *worker_writes("delete", 2),
+        *REVOKE,
+    ]
+    assert granted(plan) == []
+
+
+def foreign_pod(name: str) -> dict[str, Any]:
+    """A pod of that name that is not the job's, though it carries the job's labels."""
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "labels": {
+                "training.kubeflow.org/operator-name": "mpi-operator",
+                "training.kubeflow.org/job-name": "test",
+                "training.kubeflow.org/job-role": "worker",
+            },
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "uid": "x", "controller": True}
+            ],
+        },
+    }
+
+
+def test_a_foreign_pod_holding_a_worker_name_is_never_granted() -> None:
+    plan = plan_sync(v1_job().obj(), cluster_view(foreign_pod("test-worker-1")), context())
+    assert plan.error is not None and "test-worker-1" in plan.error
+    assert granted(plan) == []
+    assert not [w for w in writes(plan) if "role" in w]
+
+
+def test_a_worker_name_taken_over_since_it_was_granted_loses_its_binding_first() -> None:
+    """The Role names test-worker-1; the job's pod of that name is gone and another pod holds
+    the name: the binding goes before anything else, and the sync stops."""
+    view = cluster_view()
+    obj = converge(v1_job().obj(), view, context())
+    view.add(foreign_pod("test-worker-1"))
+    plan = plan_sync(obj, view, context(now=LATER))
+    assert writes(plan)[:1] == ["delete rolebindings test-launcher"]
+    assert plan.error is not None and "test-worker-1" in plan.error
+    assert granted(plan) == []
+
+
+def test_a_granted_worker_gone_from_the_caches_is_unbound_then_granted_once_created() -> None:
+    """Were the create to meet someone else's pod of that name, the sync would stop right
+    after it, with no binding left to reach that pod."""
+    view = cluster_view()
+    obj = converge(v1_job().obj(), view, context())
+    del view.objects[("pods", "ns", "test-worker-1")]
+    plan = plan_sync(obj, view, context(now=LATER))
+    assert [w for w in writes(plan) if "pods" in w or "role" in w] == [
+        "delete rolebindings test-launcher",
+        "create pods test-worker-1",
+        "create rolebindings test-launcher",
+    ]
+    view.apply(plan.actions)
+    assert view.get("rolebindings", "ns", "test-launcher") is not None
+
+
+def test_a_replaced_worker_is_dropped_from_the_role_while_it_is_gone() -> None:
+    view = cluster_view()
+    obj = converge(v1_job().obj(), view, context())
+    failed = view.get("pods", "ns", "test-worker-1")
+    assert failed is not None
+    failed["metadata"]["uid"] = "failed-uid"
+    failed["status"] = {"phase": "Failed"}
+    replacing = plan_sync(obj, view, context(now=LATER))
+    assert [w for w in writes(replacing) if "pods" in w or "role" in w] == [
+        "delete pods test-worker-1",
+        "update roles test-launcher",
+    ]
+    assert granted(replacing) == [["test-worker-0"]]
+    view.apply(replacing.actions)
+    obj["status"] = status_of(replacing)
+    recreating = plan_sync(obj, view, context(now=LATER))
+    assert [w for w in writes(recreating) if "pods" in w or "role" in w] == [
+        "create pods test-worker-1",
+        "update roles test-launcher",
+    ]
+    assert granted(recreating) == [["test-worker-0", "test-worker-1"]]
+
+
+def test_a_terminating_worker_is_not_granted() -> None:
+    view = cluster_view()
+    obj = converge(v1_job().obj(), view, context())
+    leaving = view.get("pods", "ns", "test-worker-1")
+    assert leaving is not None
+    leaving["metadata"]["deletionTimestamp"] = LATER
+    plan = plan_sync(obj, view, context(now=LATER))
+    assert writes(plan)[:1] == ["delete rolebindings test-launcher"]
+    assert granted(plan) == [["test-worker-0"]]
 
 
 @pytest.mark.parametrize("policy", ["None", "All"])
@@ -104,7 +257,10 @@ def test_suspension_revokes_the_exec_access_and_resuming_grants_it_again() -> No
     obj = converge(obj, view, context(now=LATER))
     obj["spec"]["runPolicy"] = {"suspend": False}
     resuming = plan_sync(obj, view, context(now=LATER))
-    assert writes(resuming)[:2] == EXEC_ACCESS[1:]
+    assert [w for w in writes(resuming) if "pods" in w or "role" in w] == [
+        *worker_writes("create", 2),
+        *EXEC_ACCESS[1:],
+    ]
 
 
 def test_an_exec_access_object_of_someone_else_stops_the_sync() -> None:
@@ -140,3 +296,17 @@ def test_a_placed_gang_never_leaves_a_condition_a_v1_reader_does_not_know(gang: 
     assert [e.reason for e in placed.events] == ["PodGroupRunning"]
     obj["status"] = status
     assert plan_sync(obj, view, context(gang, now=LATER)).actions == []
+
+
+def test_children_training_operator_made_through_kubeflow_org_v1_are_the_jobs_own() -> None:
+    """Its children name kubeflow.org/v1 as their controller's version: the same job, so the
+    sync neither refuses them nor stops granting their names."""
+    view = cluster_view()
+    obj = converge(v1_job().obj(), view, context())
+    for child in view.objects.values():
+        for ref in child["metadata"].get("ownerReferences") or []:
+            if ref.get("kind") == "MPIJob":
+                ref["apiVersion"] = "kubeflow.org/v1"
+    plan = plan_sync(obj, view, context(now=LATER))
+    assert plan.error is None
+    assert plan.actions == []
