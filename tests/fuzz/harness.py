@@ -39,7 +39,7 @@ from mpi_operator.manifest import ManifestError, read_documents
 from mpi_operator.testing.view import MemoryView
 
 from .jobs import Example
-from .oracle import problems
+from .oracle import grant_problems, problems
 
 VALID = "valid-rendered"
 REFUSED = "refused"
@@ -142,7 +142,7 @@ def _render(example: Example) -> Outcome:
     if code != 0 or err:
         return Outcome("render", TRACEBACK, f"exit {code}: {err[-2000:]}")
     rendered = yaml.load_all(out, Loader=yaml.CSafeLoader)
-    found = [f"{obj.get('kind')}: {p}" for obj in rendered for p in problems(obj)]
+    found = [f"{obj.get('kind')}: {p}" for obj in rendered for p in _judged(obj)]
     if found:
         return Outcome("render", ACCEPTED_BUT_INVALID, "; ".join(found)[:2000])
     return Outcome("render", VALID)
@@ -161,12 +161,18 @@ def _sync(document: dict[str, Any], example: Example) -> Outcome:
     if _cached_plan(document, context) != plan:
         return Outcome("operator", CACHE_DIFFERS, "admission cache changed the sync's plan")
     bodies = [a.body for a in plan.actions if a.verb == "create" and a.body is not None]
-    found = [f"{body.get('kind')}: {p}" for body in bodies for p in problems(body)]
+    found = [f"{body.get('kind')}: {p}" for body in bodies for p in _judged(body)]
     if found:
         return Outcome("operator", ACCEPTED_BUT_INVALID, "; ".join(found)[:2000])
     if not bodies:
         return Outcome("operator", REFUSED)
     return Outcome("operator", VALID)
+
+
+def _judged(obj: dict[str, Any]) -> list[str]:
+    """What the API server would refuse in ``obj``, and what it would take but grant too
+    widely."""
+    return [*problems(obj), *grant_problems(obj)]
 
 
 def _cached_plan(document: dict[str, Any], context: SyncContext) -> Plan:

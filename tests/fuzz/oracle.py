@@ -54,6 +54,22 @@ def problems(obj: Mapping[str, Any]) -> list[str]:
     return found
 
 
+def grant_problems(obj: Mapping[str, Any]) -> list[str]:
+    """What in one object would grant more than the named pods of one job: the API server
+    takes a Role rule without ``resourceNames``, and RBAC then applies it to every object of
+    its resources in the namespace."""
+    if obj.get("kind") != "Role":
+        return []
+    rules = obj.get("rules") or []
+    if not rules:
+        return ["a Role without rules"]
+    return [
+        f"rules[{index}] names no object: it grants every one of its resources"
+        for index, rule in enumerate(rules)
+        if not rule.get("resourceNames")
+    ]
+
+
 def _without_nulls(value: Any) -> Any:
     """The object as Go decodes it: a null field is the field's zero value, as if absent."""
     if isinstance(value, dict):
