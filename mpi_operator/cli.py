@@ -23,7 +23,12 @@ import gang
 from mpi_operator import __version__
 from mpi_operator.api.errors import InvalidMPIJobError, one_line
 from mpi_operator.manifest import ManifestError, read_documents
-from mpi_operator.operator.options import OptionsError, add_operator_flags, options_from
+from mpi_operator.operator.options import (
+    OptionsError,
+    add_operator_flags,
+    ignored_flags,
+    options_from,
+)
 from mpi_operator.sdk.offline import iter_render
 
 PROG: Final = "mpi-operator"
@@ -89,14 +94,15 @@ def _operator_parser() -> _Parser:
 
 
 def _operator(argv: list[str]) -> int:
+    args = _operator_parser().parse_args(argv)
     try:
-        options = options_from(_operator_parser().parse_args(argv))
+        options = options_from(args)
     except OptionsError as error:
         raise UsageError(f"{PROG}: {error}") from None
     # Imported here: rendering must not pay for the operator's runtime.
     from mpi_operator.operator.main import run
 
-    return run(options)
+    return run(options, ignored_flags(args))
 
 
 # -- render ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Final
@@ -301,7 +301,7 @@ def check_crd(client: Client, namespace: str) -> bool:
     return True
 
 
-def run(options: Options) -> int:
+def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
     configure_logging(options.verbosity)
     log.info(
         "mpi-operator %s starting: namespace=%s gang-scheduling=%s threadiness=%d",
@@ -310,6 +310,8 @@ def run(options: Options) -> int:
         options.gang_scheduling or "(none)",
         options.threadiness,
     )
+    if ignored_flags:
+        log.info("ignoring klog's flags, which set nothing here: %s", " ".join(ignored_flags))
     metrics_server = None
     if options.monitoring_port:
         metrics_server = start_metrics_server(options.monitoring_port, options.bind_address)

@@ -1,7 +1,10 @@
 """The operator's command line: upstream's flags, spelled as upstream spells them, plus ours.
 
 Go's flag package accepts ``-flag`` and ``--flag`` alike and upstream's manifests use both, so
-every flag is registered under both spellings (and ``-kubeConfig``'s camel case).
+every flag is registered under both spellings (and ``-kubeConfig``'s camel case). A boolean
+flag given alone (``--leader-elect``) is true, as in Go. klog's flags, which upstream's and
+training-operator's Deployments pass, are accepted too: ``-v`` sets the verbosity, the others
+are named in one log line at start and change nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +20,22 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts, rendering_flag_problems
 
 DEFAULT_LEASE_NAME: Final = "mpi-operator"
+# klog's flags (k8s.io/klog/v2's InitFlags) but -v, by the type of their value. Logs here are
+# always one JSON object a line on stderr, so none of them has anything to set.
+KLOG_FLAGS: Final[dict[str, type]] = {
+    "add_dir_header": bool,
+    "alsologtostderr": bool,
+    "log_backtrace_at": str,
+    "log_dir": str,
+    "log_file": str,
+    "log_file_max_size": int,
+    "logtostderr": bool,
+    "one_output": bool,
+    "skip_headers": bool,
+    "skip_log_headers": bool,
+    "stderrthreshold": str,
+    "vmodule": str,
+}
 
 
 @dataclass(frozen=True)
@@ -121,10 +140,27 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
         parser,
         "leader-elect",
         type=_boolean,
+        nargs="?",
+        const=True,
         default=True,
         help="hold a Lease before reconciling, so only one replica acts (default true)",
     )
     parser.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
+    klog = parser.add_argument_group(
+        "klog flags", "accepted so upstream's manifests start the operator; they change nothing"
+    )
+    for name, kind in KLOG_FLAGS.items():
+        boolean = kind is bool
+        _flag(
+            klog,  # type: ignore[arg-type]
+            name,
+            dest=f"klog_{name}",
+            type=_boolean if boolean else kind,
+            nargs="?" if boolean else None,
+            const=True if boolean else None,
+            default=None,
+            help=argparse.SUPPRESS,
+        )
 
 
 def _boolean(text: str) -> bool:
@@ -134,6 +170,16 @@ def _boolean(text: str) -> bool:
     if lowered in ("0", "f", "false", "no"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def ignored_flags(namespace: argparse.Namespace) -> tuple[str, ...]:
+    """klog's flags given on the command line (but -v), as ``-name=value``: they set nothing
+    here, and the operator says so once at start."""
+    return tuple(
+        f"-{name}={str(value).lower() if isinstance(value, bool) else value}"
+        for name in KLOG_FLAGS
+        if (value := getattr(namespace, f"klog_{name}", None)) is not None
+    )
 
 
 def options_from(namespace: argparse.Namespace) -> Options:

@@ -6,13 +6,25 @@ import argparse
 
 import pytest
 
-from mpi_operator.operator.options import Options, OptionsError, add_operator_flags, options_from
+from mpi_operator.operator.options import (
+    Options,
+    OptionsError,
+    add_operator_flags,
+    ignored_flags,
+    options_from,
+)
 
 
 def parse(*argv: str) -> Options:
     parser = argparse.ArgumentParser()
     add_operator_flags(parser)
     return options_from(parser.parse_args(list(argv)))
+
+
+def ignored(*argv: str) -> tuple[str, ...]:
+    parser = argparse.ArgumentParser()
+    add_operator_flags(parser)
+    return ignored_flags(parser.parse_args(list(argv)))
 
 
 def test_defaults_are_upstreams(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,3 +77,52 @@ def test_values_that_cannot_work_are_refused_by_flag_name(argv: list[str], messa
 @pytest.mark.parametrize(("text", "value"), [("false", False), ("0", False), ("true", True)])
 def test_leader_election_can_be_turned_off_for_local_runs(text: str, value: bool) -> None:
     assert parse(f"--leader-elect={text}").leader_elect is value
+
+
+def test_upstreams_own_deployment_arguments_start_the_operator() -> None:
+    """kubeflow/mpi-operator v0.8.2's manifests/base/deployment.yaml passes -alsologtostderr."""
+    assert parse("-alsologtostderr") == parse()
+    assert ignored("-alsologtostderr") == ("-alsologtostderr=true",)
+
+
+@pytest.mark.parametrize(
+    ("argv", "verbosity", "ignored_ones"),
+    [
+        (["-v=2"], 2, ()),
+        (["--v", "4"], 4, ()),
+        (["-logtostderr=false", "-v=1"], 1, ("-logtostderr=false",)),
+        (
+            ["-stderrthreshold", "INFO", "-log_dir=/var/log"],
+            0,
+            ("-log_dir=/var/log", "-stderrthreshold=INFO"),
+        ),
+        (["-vmodule=sync=4,queue=2"], 0, ("-vmodule=sync=4,queue=2",)),
+        (
+            ["--skip_headers", "-log_file_max_size=1800"],
+            0,
+            ("-log_file_max_size=1800", "-skip_headers=true"),
+        ),
+    ],
+)
+def test_klogs_flags_are_accepted_and_only_v_acts(
+    argv: list[str], verbosity: int, ignored_ones: tuple[str, ...]
+) -> None:
+    assert (parse(*argv).verbosity, ignored(*argv)) == (verbosity, ignored_ones)
+
+
+@pytest.mark.parametrize(
+    ("argv", "elect"),
+    [
+        ([], True),
+        (["--leader-elect"], True),
+        (["-leader-elect=false"], False),
+        (["--leader-elect", "true"], True),
+    ],
+)
+def test_a_boolean_flag_alone_is_true_as_in_go(argv: list[str], elect: bool) -> None:
+    assert parse(*argv).leader_elect is elect
+
+
+def test_a_klog_flag_with_a_bad_value_is_refused() -> None:
+    with pytest.raises(SystemExit):
+        parse("-log_file_max_size=big")
