@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, generate_latest
 
 from mpi_operator.controller.execute import WriteError
 from mpi_operator.controller.plan import Action
@@ -264,3 +264,10 @@ def test_a_status_that_already_showed_the_transition_is_not_observed_again() -> 
     done = with_outcome(STARTED, LAUNCHER_DONE)
     metrics.observe_transitions(metadata, done, done)
     assert running.added() == NOTHING and succeeded.added() == NOTHING
+
+
+def test_no_created_series_is_exposed_as_no_go_operator_exposes_one() -> None:
+    metrics.JOBS_CREATED.inc(0)
+    exposed = generate_latest(REGISTRY).decode()
+    assert "mpi_operator_jobs_created_total" in exposed
+    assert [line for line in exposed.splitlines() if "_created " in line] == []
