@@ -16,7 +16,7 @@ from mpi_operator.controller.ttl import parse_time
 
 # No `<counter>_created` series: Go's client (upstream's, every Kubernetes controller's) exposes
 # none, and each would be one more series per counter for dashboards to ignore.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
 
 JOBS_CREATED: Final = Counter(
     "mpi_operator_jobs_created", "Counts number of MPI jobs created"
