@@ -56,7 +56,7 @@ from mpi_operator.controller.status import (
     mark_created,
     worker_counts_hold,
 )
-from mpi_operator.controller.ttl import seconds_until_deletion
+from mpi_operator.controller.ttl import launcher_ttl, seconds_until_deletion
 from mpi_operator.desired.config import new_config_map
 from mpi_operator.desired.kubectl_exec import (
     granted_pods,
@@ -277,6 +277,8 @@ class _Sync:
             self._observe_gang(self.ctx.gang, placed_only=True)
         if not self._stop_launcher() or not self._revoke_exec_access():
             return self.plan
+        if not self._expire_launcher():
+            return self.plan
         cleans = self.clean_pod_policy in (c.CLEAN_POD_POLICY_ALL, c.CLEAN_POD_POLICY_RUNNING)
         if cleans and not self._clean_up_workers():
             return self.plan
@@ -293,6 +295,22 @@ class _Sync:
         if not self._owned(launcher, "jobs"):
             return False
         self._suspend_launcher(launcher)
+        return True
+
+    def _expire_launcher(self) -> bool:
+        """Give a finished job's launcher Job its TTL (kubeflow.org/v2beta1's rule): the Job
+        controller deletes it that long after it finished; the MPIJob stays."""
+        ttl = launcher_ttl(self.job)
+        launcher = self.view.get("jobs", self.ns, names.launcher_name(self.job))
+        if ttl is None or launcher is None or not _job_finished(launcher):
+            return True
+        if (launcher.get("spec") or {}).get("ttlSecondsAfterFinished") == ttl:
+            return True
+        if not self._owned(launcher, "jobs"):
+            return False
+        updated = copy.deepcopy(launcher)
+        updated["spec"]["ttlSecondsAfterFinished"] = ttl
+        self._write("update", "jobs", launcher["metadata"]["name"], updated)
         return True
 
     def _clean_up_workers(self) -> bool:

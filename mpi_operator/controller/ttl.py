@@ -1,7 +1,13 @@
-"""``runPolicy.ttlSecondsAfterFinished``: when a finished MPIJob is due for deletion.
+"""``runPolicy.ttlSecondsAfterFinished``, which means what each API's own operator made of it.
 
-The deadline is read from the job's own ``completionTime``, not from anything the operator
-remembers, so a restarted operator deletes on time what an earlier one saw finish.
+- A ``kubeflow.org/v1`` job (KubectlExec, the transport that API defaults) is deleted that
+  long after its ``completionTime``, as training-operator deletes it (Flyte relies on it). The
+  deadline is read from the job's own status, not from anything the operator remembers, so a
+  restarted operator deletes on time what an earlier one saw finish.
+- A ``kubeflow.org/v2beta1`` job stays, as kubeflow/mpi-operator keeps it: the TTL goes to its
+  launcher Job, which the Job controller deletes that long after the Job finished. It is
+  given only once the MPIJob's status records the finish, so a launcher Job deleted early can
+  never be created again and run the job twice.
 """
 
 from __future__ import annotations
@@ -11,11 +17,23 @@ from datetime import datetime, timedelta
 from mpi_operator.api.defaults import DefaultedMPIJob
 
 
+def deletes_the_job(job: DefaultedMPIJob) -> bool:
+    """Whether the TTL deletes the MPIJob itself (kubeflow.org/v1's rule), or only its launcher
+    Job (kubeflow.org/v2beta1's)."""
+    return not job.uses_ssh
+
+
+def launcher_ttl(job: DefaultedMPIJob) -> int | None:
+    """The TTL a finished kubeflow.org/v2beta1 job's launcher Job carries; None for none."""
+    return None if deletes_the_job(job) else job.spec.run_policy.ttl_seconds_after_finished
+
+
 def seconds_until_deletion(job: DefaultedMPIJob, completion_time: str, now: str) -> float | None:
-    """Seconds left before the finished ``job`` is deleted (0 or less: now); None when it has
-    no TTL, or a completion time the API server would not have written."""
+    """Seconds left before the finished ``job`` is deleted (0 or less: now); None when it is
+    not to be deleted: no TTL, a kubeflow.org/v2beta1 job, or a completion time the API
+    server would not have written."""
     ttl = job.spec.run_policy.ttl_seconds_after_finished
-    if ttl is None:
+    if ttl is None or not deletes_the_job(job):
         return None
     completed, current = parse_time(completion_time), parse_time(now)
     if completed is None or current is None:

@@ -143,9 +143,10 @@ def new_launcher_job(
     """The launcher Job; suspended when the MPIJob is, so no launcher pod starts."""
     run_policy = job.spec.run_policy
     spec: dict[str, Any] = {}
-    # The Job applies the deadline and the retries to the launcher on our behalf. The TTL is
-    # the MPIJob's own (controller/ttl.py): a launcher Job that the TTL controller removed
-    # before a sync saw it finish would be created again, and the job run twice.
+    # The Job applies the deadline and the retries to the launcher on our behalf. The TTL waits
+    # for the MPIJob's finish to be recorded (controller/ttl.py): a launcher Job that the TTL
+    # controller removed before a sync saw it finish would be created again, and the job run
+    # twice.
     if run_policy.active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = run_policy.active_deadline_seconds
     if run_policy.backoff_limit is not None:

@@ -22,13 +22,16 @@ from mpi_operator.sdk import NotFoundError
 from .clusters import E2ECluster, wait_until
 from .operator import (
     OperatorProcess,
+    condition,
     create_mpijob,
     ensure_namespace,
     get_mpijob,
     pods_of,
+    settle,
     sim_job,
     wait_for_condition,
 )
+from .test_v1 import create
 
 pytestmark = pytest.mark.e2e
 
@@ -132,25 +135,46 @@ def mpijob_gone(cluster: E2ECluster, namespace: str, name: str) -> bool:
     return False
 
 
-def test_a_finished_job_with_a_ttl_is_deleted_by_a_restarted_operator(
-    cluster: E2ECluster, namespace: str, tmp_path: Path
+def launcher_job_gone(cluster: E2ECluster, namespace: str, name: str) -> bool:
+    return not cluster.batch.list_namespaced_job(
+        namespace, field_selector=f"metadata.name={name}-launcher"
+    ).items
+
+
+@pytest.mark.parametrize("version", ["v1", "v2beta1"])
+def test_a_finished_jobs_ttl_means_what_its_api_means_across_a_restart(
+    cluster: E2ECluster, namespace: str, tmp_path: Path, version: str
 ) -> None:
+    """kubeflow.org/v1 (training-operator, Flyte): the MPIJob is deleted, its children follow.
+    kubeflow.org/v2beta1 (kubeflow/mpi-operator): the MPIJob and its status stay; the Job
+    controller deletes the launcher Job. Either way the deadline passes while no operator runs,
+    as when a finished job's operator is swapped for this one."""
     ttl = 6
     flags = ["--leader-elect=false"]
     first = OperatorProcess(cluster, tmp_path, name="ttl-first", extra_args=flags).start()
     try:
         job = sim_job("brief").run_policy(ttlSecondsAfterFinished=ttl).obj()
-        create_mpijob(cluster, namespace, job)
+        create(cluster, version, namespace, job)
         wait_for_condition(cluster, namespace, "brief", "Succeeded", operator=first)
     finally:
         first.stop(signal.SIGKILL)
-    # The deadline passes while no operator runs; the next one reads it from completionTime.
     time.sleep(ttl + 1)
     assert not mpijob_gone(cluster, namespace, "brief")
     second = OperatorProcess(cluster, tmp_path, name="ttl-second", extra_args=flags).start()
     try:
-        wait_until(lambda: mpijob_gone(cluster, namespace, "brief"), 60, message="job deleted")
-        # The garbage collector follows with the children.
-        wait_until(lambda: not pods_of(cluster, namespace, "brief"), 60, message="pods gone")
+        if version == "v1":
+            wait_until(lambda: mpijob_gone(cluster, namespace, "brief"), 60, message="job deleted")
+            # The garbage collector follows with the children.
+            wait_until(lambda: not pods_of(cluster, namespace, "brief"), 60, message="pods gone")
+        else:
+            wait_until(
+                lambda: launcher_job_gone(cluster, namespace, "brief"),
+                60,
+                message="launcher Job deleted by the Job controller",
+            )
+            settle()
+            kept = get_mpijob(cluster, namespace, "brief")
+            assert condition(kept, "Succeeded") is not None
+            assert kept["status"]["completionTime"]
     finally:
         assert second.stop() == 0, second.log_tail()

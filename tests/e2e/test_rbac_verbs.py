@@ -343,8 +343,10 @@ def adopt_run_suspend_resume_and_suspend_again(
         message=lambda: f"the suspended v1 job's exec access to go:\n{operator.log_tail()}",
     )
 
-    # A finished job whose ttlSecondsAfterFinished has passed is deleted.
-    create_mpijob(cluster, namespace, sim_job("brief").run_policy(ttlSecondsAfterFinished=1).obj())
+    # A finished kubeflow.org/v1 job whose ttlSecondsAfterFinished has passed is deleted.
+    brief = sim_job("brief").v1().run_policy(ttlSecondsAfterFinished=1).obj()
+    brief["metadata"]["namespace"] = namespace
+    cluster.custom.create_namespaced_custom_object(group, c.VERSION_V1, namespace, plural, brief)
 
     def mpijobs() -> set[str]:
         group, version, plural = MPIJOB_RESOURCE

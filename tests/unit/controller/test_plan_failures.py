@@ -9,7 +9,7 @@ import pytest
 
 from mpi_operator.controller.plan import Plan, SyncContext, plan_sync
 from mpi_operator.testing.view import MemoryView
-from mpi_operator.testing.wrappers import MPIJobWrapper
+from mpi_operator.testing.wrappers import MPIJobWrapper, owner_references
 from tests.unit.controller.test_plan import (
     LATER,
     cluster_view,
@@ -313,20 +313,66 @@ def test_a_replaced_worker_rejoins_its_gang(gang: str) -> None:
         ("2026-01-02T00:00:00Z", True, None),
     ],
 )
-def test_a_finished_job_is_deleted_once_its_ttl_has_passed_since_completion(
+def test_a_finished_v1_job_is_deleted_once_its_ttl_has_passed_since_completion(
     now: str, deleted: bool, requeue_after: float | None
 ) -> None:
-    job = finished_at(MPIJobWrapper().workers(1).uid("u-9").run_policy(ttlSecondsAfterFinished=300))
-    plan = plan_sync(job, cluster_view(), context(now=now))
+    """training-operator's rule, which Flyte relies on."""
+    job = MPIJobWrapper().v1().workers(1).uid("u-9").run_policy(ttlSecondsAfterFinished=300)
+    plan = plan_sync(finished_at(job), cluster_view(), context(now=now))
     assert (writes(plan) == ["delete mpijobs test"]) is deleted
     if deleted:
         assert plan.actions[0].body == {"preconditions": {"uid": "u-9"}}
     assert plan.requeue_after == requeue_after
 
 
+def finished_launcher(ttl: int | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"template": {}}
+    if ttl is not None:
+        spec["ttlSecondsAfterFinished"] = ttl
+    return {
+        "kind": "Job",
+        "metadata": {
+            "name": "test-launcher",
+            "namespace": "ns",
+            "ownerReferences": owner_references(),
+        },
+        "spec": spec,
+        "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+    }
+
+
+def test_a_finished_v2beta1_job_stays_and_its_launcher_job_gets_the_ttl() -> None:
+    """kubeflow/mpi-operator's rule: the MPIJob and its status stay, whatever the time; the
+    Job controller deletes the launcher Job. A job upstream ran to the end long ago keeps it
+    all after a switch to this operator."""
+    job = MPIJobWrapper().workers(1).run_policy(ttlSecondsAfterFinished=60)
+    view = cluster_view(finished_launcher())
+    plan = plan_sync(finished_at(job), view, context(now="2027-01-01T00:00:00Z"))
+    assert writes(plan) == ["update jobs test-launcher"]
+    assert plan.actions[0].body is not None
+    assert plan.actions[0].body["spec"]["ttlSecondsAfterFinished"] == 60
+    assert plan.requeue_after is None
+    view.apply(plan.actions)
+    assert plan_sync(finished_at(job), view, context(now="2027-01-01T00:00:00Z")).actions == []
+
+
+def test_a_v2beta1_launcher_job_gets_no_ttl_before_the_job_is_recorded_finished() -> None:
+    """Were the Job controller to delete it first, the next sync would create it again."""
+    job = MPIJobWrapper().workers(1).run_policy(ttlSecondsAfterFinished=0)
+    plan = plan_sync(job.obj(), cluster_view(), context())
+    [launcher] = [a.body for a in plan.actions if a.resource == "jobs"]
+    assert launcher is not None and "ttlSecondsAfterFinished" not in launcher["spec"]
+
+
+def test_a_v2beta1_launcher_job_already_gone_is_not_created_again() -> None:
+    job = MPIJobWrapper().workers(1).run_policy(ttlSecondsAfterFinished=0)
+    plan = plan_sync(finished_at(job), cluster_view(), context(now=LATER))
+    assert plan.actions == []
+
+
 @pytest.mark.parametrize("completion", ["9999-12-31T23:59:59Z", "2026-01-01T00:00:00"])
 def test_a_completion_time_that_cannot_be_a_deadline_is_no_deadline(completion: str) -> None:
-    job = MPIJobWrapper().workers(1).run_policy(ttlSecondsAfterFinished=2147483647)
+    job = MPIJobWrapper().v1().workers(1).run_policy(ttlSecondsAfterFinished=2147483647)
     plan = plan_sync(finished_at(job, completion), cluster_view(), context(now=LATER))
     assert plan.actions == [] and plan.requeue_after is None
 
