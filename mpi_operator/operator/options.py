@@ -37,6 +37,7 @@ class Options:
     health_port: int = 8080
     bind_address: str = "0.0.0.0"
     leader_elect: bool = True
+    failure_log_tail: bool = True
     verbosity: int = 0
 
     def static_facts(self) -> ClusterFacts:
@@ -124,6 +125,15 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="hold a Lease before reconciling, so only one replica acts (default true)",
     )
+    _flag(
+        parser,
+        "failure-log-tail",
+        type=_boolean,
+        default=True,
+        help="quote a failed container's termination message (its log's tail, with "
+        "FallbackToLogsOnError) in the MPIJob's conditions and events; false keeps only its "
+        "exit code and reason (default true)",
+    )
     parser.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
 
 
@@ -154,6 +164,7 @@ def options_from(namespace: argparse.Namespace) -> Options:
         health_port=namespace.health_port,
         bind_address=namespace.bind_address,
         leader_elect=namespace.leader_elect,
+        failure_log_tail=namespace.failure_log_tail,
         verbosity=namespace.verbosity,
     )
     problems = list(_problems(options))

@@ -65,3 +65,13 @@ def test_values_that_cannot_work_are_refused_by_flag_name(argv: list[str], messa
 @pytest.mark.parametrize(("text", "value"), [("false", False), ("0", False), ("true", True)])
 def test_leader_election_can_be_turned_off_for_local_runs(text: str, value: bool) -> None:
     assert parse(f"--leader-elect={text}").leader_elect is value
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [([], True), (["--failure-log-tail=false"], False), (["-failure-log-tail", "true"], True)],
+)
+def test_failure_messages_quote_the_log_tail_unless_turned_off(
+    argv: list[str], value: bool
+) -> None:
+    assert parse(*argv).failure_log_tail is value
