@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Final, NoReturn
 
 import yaml
@@ -22,7 +22,7 @@ import yaml
 import gang
 from mpi_operator import __version__
 from mpi_operator.api.errors import InvalidMPIJobError, one_line
-from mpi_operator.manifest import ManifestError, read_documents
+from mpi_operator.manifest import ManifestError, read_documents, read_text
 from mpi_operator.operator.options import OptionsError, add_operator_flags, options_from
 from mpi_operator.sdk.offline import iter_render
 
@@ -182,10 +182,15 @@ def _priority_classes(values: Sequence[str]) -> dict[str, int]:
 
 
 def _read(filename: str, source: str) -> str:
+    """The manifest's text, read no further than its size limit."""
     try:
         if filename == "-":
-            return sys.stdin.read()
-        return Path(filename).read_text(encoding="utf-8")
+            return read_text(sys.stdin)
+        with open(filename, encoding="utf-8") as file:
+            status = os.fstat(file.fileno())
+            return read_text(file, status.st_size if stat.S_ISREG(status.st_mode) else None)
+    except ManifestError as error:
+        raise UsageError(f"{PROG} render: {source}: {error}") from None
     except OSError as error:
         raise UsageError(
             f"{PROG} render: cannot read {source}: {error.strerror or error}"
