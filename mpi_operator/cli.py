@@ -15,14 +15,14 @@ import re
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, NoReturn
+from typing import Any, BinaryIO, Final, NoReturn, TextIO
 
 import yaml
 
 import gang
 from mpi_operator import __version__
 from mpi_operator.api.errors import InvalidMPIJobError, one_line
-from mpi_operator.manifest import ManifestError, read_documents, read_text
+from mpi_operator.manifest import ManifestError, read_bounded, read_documents
 from mpi_operator.operator.options import OptionsError, add_operator_flags, options_from
 from mpi_operator.sdk.offline import iter_render
 
@@ -185,10 +185,15 @@ def _read(filename: str, source: str) -> str:
     """The manifest's text, read no further than its size limit."""
     try:
         if filename == "-":
-            return read_text(sys.stdin)
-        with open(filename, encoding="utf-8") as file:
+            stdin: TextIO = sys.stdin
+            binary: BinaryIO | None = getattr(stdin, "buffer", None)
+            if binary is None:  # a text stream in its place: a program running main in process
+                return read_bounded(stdin)
+            return read_bounded(binary).decode("utf-8")
+        with open(filename, "rb") as file:
             status = os.fstat(file.fileno())
-            return read_text(file, status.st_size if stat.S_ISREG(status.st_mode) else None)
+            size = status.st_size if stat.S_ISREG(status.st_mode) else None
+            return read_bounded(file, size).decode("utf-8")
     except ManifestError as error:
         raise UsageError(f"{PROG} render: {source}: {error}") from None
     except OSError as error:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final, TextIO
+from typing import IO, Any, AnyStr, Final
 
 import yaml
 
@@ -43,16 +43,17 @@ _ManifestLoader.yaml_implicit_resolvers = {
 }
 
 
-def read_text(stream: TextIO, size: int | None = None) -> str:
-    """A manifest's text from ``stream``, whose size in bytes is ``size`` when known: refused
-    before reading when that is beyond MAX_BYTES, and read no further than MAX_BYTES + 1
-    characters (each at least a byte), since a pipe may never end. Raises ManifestError."""
+def read_bounded(stream: IO[AnyStr], size: int | None = None) -> AnyStr:
+    """A manifest from ``stream``, whose size in bytes is ``size`` when known: refused before
+    reading when that is beyond MAX_BYTES, and read no further than MAX_BYTES + 1 bytes (or
+    characters, from a text stream: each is at least a byte), since a pipe may never end.
+    Raises ManifestError."""
     if size is not None and size > MAX_BYTES:
         raise _too_large(str(size))
-    text = stream.read(MAX_BYTES + 1)
-    if len(text) > MAX_BYTES:
+    data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
         raise _too_large(f"more than {MAX_BYTES}")
-    return text
+    return data
 
 
 def _too_large(size: str) -> ManifestError:

@@ -61,7 +61,7 @@ def render_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 @pytest.fixture
 def stdin(monkeypatch: pytest.MonkeyPatch) -> Any:
     def feed(text: str) -> None:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
 
     return feed
 
@@ -463,4 +463,20 @@ def test_endless_standard_input_is_refused_once_past_the_limit() -> None:
     assert done.stderr == (
         f"mpi-operator render: <stdin>: is more than {LIMIT} bytes; "
         f"a manifest may have at most {LIMIT}\n"
+    )
+
+
+def test_a_text_stream_in_place_of_standard_input_is_read_within_the_limit_too(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A program that runs main in process may put a text stream, with no bytes under it, there.
+    monkeypatch.setattr(sys, "stdin", io.StringIO("é" * MAX_BYTES))
+    assert render_error(capsys, "-f", "-") == (
+        f"mpi-operator render: <stdin>: is {2 * MAX_BYTES} bytes; "
+        f"a manifest may have at most {MAX_BYTES}\n"
+    )
+    monkeypatch.setattr(sys, "stdin", io.StringIO("#" * (MAX_BYTES + 1)))
+    assert render_error(capsys, "-f", "-") == (
+        f"mpi-operator render: <stdin>: is more than {MAX_BYTES} bytes; "
+        f"a manifest may have at most {MAX_BYTES}\n"
     )
