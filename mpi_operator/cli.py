@@ -12,17 +12,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, BinaryIO, Final, NoReturn, TextIO
 
 import yaml
 
 import gang
 from mpi_operator import __version__
 from mpi_operator.api.errors import InvalidMPIJobError, one_line
-from mpi_operator.manifest import ManifestError, read_documents
+from mpi_operator.manifest import ManifestError, read_bounded, read_documents
 from mpi_operator.operator.options import (
     OptionsError,
     add_operator_flags,
@@ -188,10 +188,20 @@ def _priority_classes(values: Sequence[str]) -> dict[str, int]:
 
 
 def _read(filename: str, source: str) -> str:
+    """The manifest's text, read no further than its size limit."""
     try:
         if filename == "-":
-            return sys.stdin.read()
-        return Path(filename).read_text(encoding="utf-8")
+            stdin: TextIO = sys.stdin
+            binary: BinaryIO | None = getattr(stdin, "buffer", None)
+            if binary is None:  # a text stream in its place: a program running main in process
+                return read_bounded(stdin)
+            return read_bounded(binary).decode("utf-8")
+        with open(filename, "rb") as file:
+            status = os.fstat(file.fileno())
+            size = status.st_size if stat.S_ISREG(status.st_mode) else None
+            return read_bounded(file, size).decode("utf-8")
+    except ManifestError as error:
+        raise UsageError(f"{PROG} render: {source}: {error}") from None
     except OSError as error:
         raise UsageError(
             f"{PROG} render: cannot read {source}: {error.strerror or error}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import IO, Any, AnyStr, Final
 
 import yaml
 
@@ -43,6 +43,23 @@ _ManifestLoader.yaml_implicit_resolvers = {
 }
 
 
+def read_bounded(stream: IO[AnyStr], size: int | None = None) -> AnyStr:
+    """A manifest from ``stream``, whose size in bytes is ``size`` when known: refused before
+    reading when that is beyond MAX_BYTES, and read no further than MAX_BYTES + 1 bytes (or
+    characters, from a text stream: each is at least a byte), since a pipe may never end.
+    Raises ManifestError."""
+    if size is not None and size > MAX_BYTES:
+        raise _too_large(str(size))
+    data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise _too_large(f"more than {MAX_BYTES}")
+    return data
+
+
+def _too_large(size: str) -> ManifestError:
+    return ManifestError(f"is {size} bytes; a manifest may have at most {MAX_BYTES}")
+
+
 def read_documents(text: str) -> list[Any]:
     """The non-empty documents of ``text``; raises ManifestError."""
     try:
@@ -50,7 +67,7 @@ def read_documents(text: str) -> list[Any]:
     except UnicodeEncodeError:
         raise ManifestError("not UTF-8 text") from None
     if size > MAX_BYTES:
-        raise ManifestError(f"is {size} bytes; a manifest may have at most {MAX_BYTES}")
+        raise _too_large(str(size))
     try:
         _check_events(text)
         return [doc for doc in yaml.load_all(text, Loader=_ManifestLoader) if doc is not None]

@@ -116,8 +116,9 @@ class PodFailure:
         return bounded(summary, self.last_words)
 
 
-def pod_failure(pod: dict[str, Any]) -> PodFailure:
-    """Why a pod failed."""
+def pod_failure(pod: dict[str, Any], *, log_tail: bool = True) -> PodFailure:
+    """Why a pod failed; without ``log_tail``, never its containers' termination messages
+    (which may be their logs' tails), only their exit codes and reasons."""
     status = pod.get("status") or {}
     if status.get("reason"):
         return PodFailure(str(status["reason"]), escape(str(status.get("message") or "")))
@@ -130,7 +131,7 @@ def pod_failure(pod: dict[str, Any]) -> PodFailure:
                     f"container {container.get('name')} exited with code "
                     f"{terminated.get('exitCode')}"
                 ),
-                escape(str(terminated.get("message") or "")),
+                escape(str(terminated.get("message") or "")) if log_tail else "",
             )
     return PodFailure("", escape(str(status.get("message") or "")))
 

@@ -176,6 +176,9 @@ class SyncContext:
     # The cluster may have room for the gang now: give the scheduler the strategy's nudge if
     # the gang still waits.
     nudge: bool = False
+    # Failure messages (conditions, events) quote a failed container's termination message,
+    # with FallbackToLogsOnError its log's tail; False keeps only its exit code and reason.
+    failure_log_tail: bool = True
 
 
 def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -> Plan:
@@ -247,7 +250,9 @@ class _Sync:
             workers = []
         launcher_pods = self.view.launcher_pods(launcher) if launcher is not None else []
         seen = Observed(launcher, launcher_pods, workers, self.suspended, failures)
-        outcome = compute_status(self.job, self.status, seen, self.ctx.now)
+        outcome = compute_status(
+            self.job, self.status, seen, self.ctx.now, log_tail=self.ctx.failure_log_tail
+        )
         self.plan.events.extend(outcome.events)
         self.plan.succeeded, self.plan.failed = outcome.succeeded, outcome.failed
         # A job that finishes now is cleaned up by its next sync (_finished).

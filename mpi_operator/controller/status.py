@@ -100,9 +100,15 @@ def mark_created(job: DefaultedMPIJob, status: dict[str, Any], now: str) -> Even
 
 
 def compute_status(
-    job: DefaultedMPIJob, status: dict[str, Any], seen: Observed, now: str
+    job: DefaultedMPIJob,
+    status: dict[str, Any],
+    seen: Observed,
+    now: str,
+    *,
+    log_tail: bool = True,
 ) -> StatusOutcome:
-    """Status after observing the launcher Job, its pods and the worker pods."""
+    """Status after observing the launcher Job, its pods and the worker pods. Without
+    ``log_tail``, failure messages leave out the failed containers' termination messages."""
     out = StatusOutcome(status=copy.deepcopy(status))
     status = out.status
     conditions: list[Condition] = status.setdefault("conditions", [])
@@ -133,14 +139,18 @@ def compute_status(
             set_condition(conditions, c.CONDITION_SUCCEEDED, "True", REASON_SUCCEEDED, message, now)
             out.succeeded = True
         elif failed_condition := _job_condition(seen.launcher, "Failed"):
-            reason, message = _launcher_failure(key, failed_condition, seen.launcher_pods)
+            reason, message = _launcher_failure(
+                key, failed_condition, seen.launcher_pods, log_tail=log_tail
+            )
             _fail(out, reason, message, now)
         elif seen.failures.spent_by_launcher:
             condition: Condition = {
                 "reason": BACKOFF_LIMIT_EXCEEDED,
                 "message": f"{BACKOFF_LIMIT_MESSAGE} ({_shared_budget(seen.failures)})",
             }
-            reason, message = _launcher_failure(key, condition, seen.launcher_pods)
+            reason, message = _launcher_failure(
+                key, condition, seen.launcher_pods, log_tail=log_tail
+            )
             _fail(out, reason, message, now)
         elif running_launchers:
             launcher_status["active"] = running_launchers
@@ -149,7 +159,7 @@ def compute_status(
     worker_status, running_workers = _count_workers(seen.workers, seen.failures.recorded)
     replica_statuses[c.WORKER] = worker_status
     if not is_finished(conditions):
-        _record_worker_failures(out, key, seen.failures, now)
+        _record_worker_failures(out, key, seen.failures, now, log_tail=log_tail)
 
     if seen.suspended:
         message = f"MPIJob {key} is suspended."
@@ -286,7 +296,7 @@ def _count_workers(
 
 
 def _record_worker_failures(
-    out: StatusOutcome, key: str, failures: WorkerFailures, now: str
+    out: StatusOutcome, key: str, failures: WorkerFailures, now: str, *, log_tail: bool
 ) -> None:
     """An event and the Restarting condition for each replaced worker; the Failed condition
     for the one that spent the job's retries."""
@@ -296,7 +306,7 @@ def _record_worker_failures(
     for index, pod in enumerate(failures.replaced):
         name = metadata_of(pod).get("name", "")
         used = earlier + index + 1 + failures.launcher_failures
-        message = pod_failure(pod).message(
+        message = pod_failure(pod, log_tail=log_tail).message(
             f"Worker pod {namespace}/{name} failed and is created again "
             f"({used} of {failures.limit} retries used)"
         )
@@ -309,7 +319,7 @@ def _record_worker_failures(
         out.events.append(Event(WARNING, REASON_RESTARTING, message))
     if failures.fatal is not None:
         name = metadata_of(failures.fatal).get("name", "")
-        failure = pod_failure(failures.fatal)
+        failure = pod_failure(failures.fatal, log_tail=log_tail)
         if failure.reason == "Evicted":
             reason = REASON_EVICTED
         else:
@@ -336,7 +346,7 @@ def _fail(out: StatusOutcome, reason: str, message: str, now: str) -> None:
 
 
 def _launcher_failure(
-    key: str, condition: Condition, pods: Sequence[dict[str, Any]]
+    key: str, condition: Condition, pods: Sequence[dict[str, Any]], *, log_tail: bool
 ) -> tuple[str, str]:
     reason = condition.get("reason") or REASON_FAILED
     message = condition.get("message") or f"MPIJob {key} has failed"
@@ -344,7 +354,7 @@ def _launcher_failure(
         failed = [pod for pod in pods if phase(pod) == "Failed"]
         if failed:
             last = max(failed, key=lambda p: metadata_of(p).get("creationTimestamp", ""))
-            failure = pod_failure(last)
+            failure = pod_failure(last, log_tail=log_tail)
             return f"{reason}/{failure.reason}", failure.message(message)
     return reason, bounded(message)
 

@@ -28,9 +28,14 @@ from mpi_operator.api.v2beta1 import ReplicaSpec
 
 SSH_PRIVATE_KEY: Final = "ssh-privatekey"
 SSH_PUBLIC_KEY: Final = "ssh-publickey"
-# sshd refuses keys readable by others, but only a root-owned ~/.ssh can be given 0600
-# without breaking a non-root user's access, so other mount paths keep the API default.
+# The files of a secret volume are root's. ssh refuses a private key of its own user that the
+# group or others may read, and sshd (StrictModes) an authorized_keys they may write. At
+# /root/.ssh root uses them: 0600. At any other path a non-root user reads them through the
+# pod's fsGroup, which the kubelet gives the files (0440), or without one as any other user
+# (0444); ssh accepts a key that another user owns, and no one may write them.
 ROOT_SSH_KEY_MODE: Final = 0o600
+FS_GROUP_SSH_KEY_MODE: Final = 0o440
+NO_FS_GROUP_SSH_KEY_MODE: Final = 0o444
 # OpenSSH's default file names, so neither ssh nor sshd needs configuration.
 SSH_VOLUME_ITEMS: Final = (
     {"key": SSH_PRIVATE_KEY, "path": "id_rsa"},
@@ -170,15 +175,24 @@ def mount_ssh_auth(template: dict[str, Any], job: DefaultedMPIJob) -> None:
     secret: dict[str, Any] = {
         "secretName": names.ssh_secret_name(job),
         "items": [dict(item) for item in SSH_VOLUME_ITEMS],
+        "defaultMode": ssh_key_mode(mount_path, template["spec"]),
     }
-    if mount_path == c.DEFAULT_SSH_AUTH_MOUNT_PATH:
-        secret["defaultMode"] = ROOT_SSH_KEY_MODE
     append_to(template["spec"], "volumes", {"name": c.SSH_AUTH_VOLUME, "secret": secret})
     append_to(
         main_container(template),
         "volumeMounts",
         {"name": c.SSH_AUTH_VOLUME, "mountPath": mount_path},
     )
+
+
+def ssh_key_mode(mount_path: str | None, pod_spec: dict[str, Any]) -> int:
+    """The mode of the SSH key files mounted at ``mount_path`` in a pod of ``pod_spec``."""
+    if mount_path == c.DEFAULT_SSH_AUTH_MOUNT_PATH:
+        return ROOT_SSH_KEY_MODE
+    security_context = pod_spec.get("securityContext")
+    if isinstance(security_context, dict) and security_context.get("fsGroup") is not None:
+        return FS_GROUP_SSH_KEY_MODE
+    return NO_FS_GROUP_SSH_KEY_MODE
 
 
 def hand_to_gang(

@@ -193,6 +193,7 @@ class Operator:
             pool=pool,
             nudges=nudges,
             own_writes=own_writes,
+            failure_log_tail=options.failure_log_tail,
         )
         controller = Controller(
             RECONCILER_NAME,

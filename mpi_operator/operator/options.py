@@ -56,6 +56,7 @@ class Options:
     health_port: int = 8080
     bind_address: str = "0.0.0.0"
     leader_elect: bool = True
+    failure_log_tail: bool = True
     verbosity: int = 0
 
     def static_facts(self) -> ClusterFacts:
@@ -145,6 +146,17 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="hold a Lease before reconciling, so only one replica acts (default true)",
     )
+    _flag(
+        parser,
+        "failure-log-tail",
+        type=_boolean,
+        nargs="?",
+        const=True,
+        default=True,
+        help="quote a failed container's termination message (its log's tail, with "
+        "FallbackToLogsOnError) in the MPIJob's conditions and events; false keeps only its "
+        "exit code and reason (default true)",
+    )
     parser.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
     klog = parser.add_argument_group(
         "klog flags", "accepted so upstream's manifests start the operator; they change nothing"
@@ -200,6 +212,7 @@ def options_from(namespace: argparse.Namespace) -> Options:
         health_port=namespace.health_port,
         bind_address=namespace.bind_address,
         leader_elect=namespace.leader_elect,
+        failure_log_tail=namespace.failure_log_tail,
         verbosity=namespace.verbosity,
     )
     problems = list(_problems(options))

@@ -55,6 +55,7 @@ class MPIJobReconciler:
         pool: Executor | None = None,
         nudges: NudgeSchedule | None = None,
         own_writes: OwnWrites | None = None,
+        failure_log_tail: bool = True,
     ) -> None:
         self._caches = caches
         self._view = caches.view()
@@ -68,6 +69,7 @@ class MPIJobReconciler:
         self._nudges = nudges
         self._admissions = AdmissionCache()
         self._own_writes = OwnWrites() if own_writes is None else own_writes
+        self._failure_log_tail = failure_log_tail
 
     def __call__(self, key: str) -> Result | None:
         obj = self._caches.mpijobs.store.get(key)
@@ -90,7 +92,14 @@ class MPIJobReconciler:
         self._own_writes.waiting(key, False)
         facts = self._caches.facts(self._static_facts)
         nudge = self._nudges is not None and self._nudges.take(key)
-        ctx = SyncContext(facts, self._gang, self._now(), nudge=nudge, admit=self._admissions.admit)
+        ctx = SyncContext(
+            facts,
+            self._gang,
+            self._now(),
+            nudge=nudge,
+            admit=self._admissions.admit,
+            failure_log_tail=self._failure_log_tail,
+        )
         plan = plan_sync(obj, self._view, ctx)
 
         def announce(event: Event) -> None:

@@ -6,33 +6,101 @@ daemon thread. Each endpoint runs its named checks; any failing or raising check
 500 and name the check, in the ``[+]name ok`` / ``[-]name failed`` style of Kubernetes
 components (the list is always in the body, so a probe failure is self-explaining in logs).
 
-Metrics are served by prometheus-client's own server on its own port (upstream serves them
+Metrics are served by prometheus-client's WSGI app on their own port (upstream serves them
 before and regardless of leader election): :func:`start_metrics_server`.
+
+Both servers give a connection :data:`REQUEST_TIMEOUT` seconds to send its whole request and
+as long again for each write of the answer, then close it: a client that connects and sends
+nothing, or a byte now and then, does not hold a thread for good.
 """
 
 from __future__ import annotations
 
+import io
 import logging
+import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import BaseServer, ThreadingMixIn
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import start_http_server
+from prometheus_client import make_wsgi_app
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 log = logging.getLogger(__name__)
 
 Check = Callable[[], bool]
 """True when healthy; raising counts as unhealthy."""
 
+REQUEST_TIMEOUT: Final = 5.0
+"""Seconds a connection has to send its request line and headers (probes and scrapes send them
+at once), and for each write of the answer."""
+
+
+class _Deadline(io.RawIOBase):
+    """A connection's reads, each waiting only for what is left of one deadline."""
+
+    def __init__(self, connection: socket.socket, seconds: float) -> None:
+        super().__init__()
+        self._connection = connection
+        self._deadline = time.monotonic() + seconds
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        self._connection.settimeout(left)
+        return self._connection.recv_into(buffer)
+
+
+class _BoundedHandler(BaseHTTPRequestHandler):
+    """A request handler whose connection has ``request_timeout`` seconds to send the request;
+    quiet, as probes and scrapes come every few seconds."""
+
+    request_timeout: float = REQUEST_TIMEOUT
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()
+        self.rfile = io.BufferedReader(_Deadline(self.connection, self.request_timeout))
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        # The request is in: the answer's writes get a timeout of their own.
+        self.connection.settimeout(self.request_timeout)
+        return parsed
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def _serve(server: BaseServer, name: str) -> threading.Thread:
+    """Serve on a daemon thread. A short poll interval only makes shutdown() prompt; the
+    select() costs nothing."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), name=name, daemon=True)
+    thread.start()
+    return thread
+
 
 class HealthServer:
     """``/healthz`` and ``/readyz``. Port 0 picks a free port; read it from :attr:`port`."""
 
-    def __init__(self, host: str = "0.0.0.0", port: int = 8080) -> None:
+    def __init__(
+        self, host: str = "0.0.0.0", port: int = 8080, request_timeout: float = REQUEST_TIMEOUT
+    ) -> None:
         self.host = host
         self.requested_port = port
+        self.request_timeout = request_timeout
         self._checks: dict[str, dict[str, Check]] = {"/healthz": {}, "/readyz": {}}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -70,7 +138,9 @@ class HealthServer:
             return
         owner = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(_BoundedHandler):
+            request_timeout = owner.request_timeout
+
             def do_GET(self) -> None:
                 path = urlsplit(self.path).path.rstrip("/") or "/"
                 if path not in ("/healthz", "/readyz"):
@@ -89,18 +159,10 @@ class HealthServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def log_message(self, format: str, *args: object) -> None:
-                # Probes hit these every few seconds; access logs would drown everything else.
-                return
-
         server = ThreadingHTTPServer((self.host, self.requested_port), Handler)
         server.daemon_threads = True
         self._server = server
-        # A short poll interval only makes stop() prompt; the select() costs nothing.
-        self._thread = threading.Thread(
-            target=server.serve_forever, args=(0.05,), name="health-server", daemon=True
-        )
-        self._thread.start()
+        self._thread = _serve(server, "health-server")
         log.info("serving /healthz and /readyz on %s:%d", self.host, self.port)
 
     @property
@@ -129,10 +191,34 @@ class MetricsServer:
         self._shutdown()
 
 
-def start_metrics_server(port: int, addr: str = "0.0.0.0") -> MetricsServer:
-    """Serve the default Prometheus registry at ``/metrics`` on a daemon thread; port 0 picks a
-    free port."""
-    server, thread = start_http_server(port, addr)
+class _MetricsHandler(_BoundedHandler, WSGIRequestHandler):
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except TimeoutError:
+            return  # nothing to answer: the server closes the connection
+
+
+def start_metrics_server(
+    port: int, addr: str = "0.0.0.0", request_timeout: float = REQUEST_TIMEOUT
+) -> MetricsServer:
+    """Serve the default Prometheus registry at ``/metrics`` on a daemon thread, as
+    prometheus-client's ``start_http_server`` does (an IPv6 ``addr`` too); port 0 picks a free
+    port."""
+    infos = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, _, _, _, sockaddr = infos[0]
+
+    class Server(ThreadingMixIn, WSGIServer):
+        address_family = family
+        daemon_threads = True
+
+    seconds = request_timeout
+
+    class Handler(_MetricsHandler):
+        request_timeout = seconds
+
+    server = make_server(str(sockaddr[0]), port, make_wsgi_app(), Server, Handler)
+    thread = _serve(server, "metrics-server")
 
     def shutdown() -> None:
         server.shutdown()

@@ -133,6 +133,7 @@ def test_template_matches_its_golden_file(helm: str, name: str, sets: tuple[str,
         ("rbac.scope=everywhere", "at '/rbac/scope': value must be one of 'cluster', 'namespace'"),
         ("operator.monitoringPort=70000", "at '/operator/monitoringPort': maximum"),
         ("operator.leaderElect=maybe", "at '/operator/leaderElect': got string, want boolean"),
+        ("operator.failureLogTail=no", "at '/operator/failureLogTail': got string, want boolean"),
         ("image.pullPolicy=Sometimes", "at '/image/pullPolicy': value must be one of"),
         ("operator.controllerQueueRateLimit=0", "at '/operator/controllerQueueRateLimit'"),
         ("operator.namespace=Not_A_Namespace", "at '/operator/namespace'"),
@@ -253,6 +254,7 @@ def test_the_values_reach_the_operators_flags(helm: str) -> None:
             "operator.leaderElect=false",
             "operator.lockNamespace=locks",
             "operator.logLevel=3",
+            "operator.failureLogTail=false",
             "operator.monitoringPort=9100",
             "operator.healthPort=9101",
         )
@@ -273,6 +275,7 @@ def test_the_values_reach_the_operators_flags(helm: str) -> None:
         cluster_domain="cluster.local",
         health_port=9101,
         leader_elect=False,
+        failure_log_tail=False,
         verbosity=3,
     )
     assert [p["containerPort"] for p in container["ports"]] == [9101, 9100]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
+import threading
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ import yaml
 
 from mpi_operator import __version__
 from mpi_operator.cli import dump_objects, main
+from mpi_operator.manifest import MAX_BYTES
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +61,7 @@ def render_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 @pytest.fixture
 def stdin(monkeypatch: pytest.MonkeyPatch) -> Any:
     def feed(text: str) -> None:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
 
     return feed
 
@@ -385,3 +389,97 @@ def test_a_reader_that_goes_away_ends_render_quietly(tmp_path: Path) -> None:
         check=True,
     )
     assert (done.stdout.strip(), done.stderr) == ("141", "")
+
+
+# -- input beyond the size limit: refused after reading at most the limit ---------------------
+
+LIMIT = MAX_BYTES
+# Reading at most the limit (as text, with the decoder's buffers) stays far below this.
+MEMORY_BOUND = 64 * 1024 * 1024
+
+
+def refused_within_memory(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The error line of a refused ``render``, which must not have held MEMORY_BOUND bytes."""
+    tracemalloc.start()
+    try:
+        err = render_error(capsys, *argv)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < MEMORY_BOUND
+    return err
+
+
+def test_a_file_beyond_the_limit_is_refused_by_its_size_unread(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as file:
+        file.truncate(1024**3)  # sparse: a gibibyte of zeros on no disk
+    assert refused_within_memory(capsys, "-f", str(huge)) == (
+        f"mpi-operator render: {huge}: is {1024**3} bytes; a manifest may have at most {LIMIT}\n"
+    )
+
+
+def test_a_pipe_that_does_not_end_is_refused_once_past_the_limit(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "endless"
+    os.mkfifo(fifo)
+    written = []
+
+    def write_until_the_reader_leaves() -> None:
+        # Bounded only so that a reader reading it all cannot hang the tests.
+        chunk = b"# comment\n" * 100_000
+        with fifo.open("wb") as pipe:
+            for _ in range(256 * 1024 * 1024 // len(chunk)):
+                try:
+                    pipe.write(chunk)
+                except BrokenPipeError:
+                    return
+                written.append(len(chunk))
+
+    writer = threading.Thread(target=write_until_the_reader_leaves, daemon=True)
+    writer.start()
+    try:
+        err = refused_within_memory(capsys, "-f", str(fifo))
+    finally:
+        writer.join(60)
+    assert err == (
+        f"mpi-operator render: {fifo}: is more than {LIMIT} bytes; "
+        f"a manifest may have at most {LIMIT}\n"
+    )
+    assert sum(written) < 2 * LIMIT
+
+
+def test_endless_standard_input_is_refused_once_past_the_limit() -> None:
+    done = subprocess.run(
+        f"yes | {sys.executable} -m mpi_operator render -f -",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"mpi-operator render: <stdin>: is more than {LIMIT} bytes; "
+        f"a manifest may have at most {LIMIT}\n"
+    )
+
+
+def test_a_text_stream_in_place_of_standard_input_is_read_within_the_limit_too(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A program that runs main in process may put a text stream, with no bytes under it, there.
+    monkeypatch.setattr(sys, "stdin", io.StringIO("é" * MAX_BYTES))
+    assert render_error(capsys, "-f", "-") == (
+        f"mpi-operator render: <stdin>: is {2 * MAX_BYTES} bytes; "
+        f"a manifest may have at most {MAX_BYTES}\n"
+    )
+    monkeypatch.setattr(sys, "stdin", io.StringIO("#" * (MAX_BYTES + 1)))
+    assert render_error(capsys, "-f", "-") == (
+        f"mpi-operator render: <stdin>: is more than {MAX_BYTES} bytes; "
+        f"a manifest may have at most {MAX_BYTES}\n"
+    )

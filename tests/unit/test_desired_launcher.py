@@ -273,7 +273,7 @@ def test_launcher_mounts_ssh_keys_then_the_config_after_the_users_volumes() -> N
     job = base().ssh_auth_mount_path("/home/mpiuser/.ssh").volume(c.LAUNCHER, "data", "/data")
     spec = pod_spec(job)
     assert [v["name"] for v in spec["volumes"]] == ["data", "ssh-auth", "mpi-job-config"]
-    assert "defaultMode" not in spec["volumes"][1]["secret"]
+    assert spec["volumes"][1]["secret"]["defaultMode"] == 0o444
     assert spec["volumes"][2]["configMap"] == {
         "name": "pi-config",
         "items": [
@@ -286,6 +286,13 @@ def test_launcher_mounts_ssh_keys_then_the_config_after_the_users_volumes() -> N
         {"name": "ssh-auth", "mountPath": "/home/mpiuser/.ssh"},
         {"name": "mpi-job-config", "mountPath": "/etc/mpi"},
     ]
+
+
+def test_the_launchers_own_fs_group_sets_its_ssh_key_mode() -> None:
+    job = base().ssh_auth_mount_path("/home/mpiuser/.ssh")
+    job.pod_spec_field(c.LAUNCHER, "securityContext", {"fsGroup": 1000})
+    [ssh] = [v for v in pod_spec(job)["volumes"] if v["name"] == "ssh-auth"]
+    assert ssh["secret"]["defaultMode"] == 0o440
 
 
 def test_fields_the_operator_does_not_know_reach_the_job_unchanged() -> None:

@@ -13,7 +13,7 @@ from mpi_operator.desired.workers import new_worker_pod
 from mpi_operator.testing.wrappers import MPIJobWrapper, child_labels, owner_references
 
 
-def ssh_volume(job: str, default_mode: int | None) -> dict[str, Any]:
+def ssh_volume(job: str, default_mode: int) -> dict[str, Any]:
     secret: dict[str, Any] = {
         "secretName": f"{job}-ssh",
         "items": [
@@ -21,9 +21,8 @@ def ssh_volume(job: str, default_mode: int | None) -> dict[str, Any]:
             {"key": "ssh-publickey", "path": "id_rsa.pub"},
             {"key": "ssh-publickey", "path": "authorized_keys"},
         ],
+        "defaultMode": default_mode,
     }
-    if default_mode is not None:
-        secret["defaultMode"] = default_mode
     return {"name": "ssh-auth", "secret": secret}
 
 
@@ -212,7 +211,7 @@ OVERRIDES_LAUNCHER: dict[str, Any] = {
                     },
                     {},
                 ],
-                "volumes": [{"name": "foo-vol"}, ssh_volume("bar", None), config_volume("bar")],
+                "volumes": [{"name": "foo-vol"}, ssh_volume("bar", 0o444), config_volume("bar")],
                 "hostname": "bar-launcher",
                 "subdomain": "bar",
                 "dnsPolicy": "ClusterFirstWithHostNet",
@@ -248,7 +247,7 @@ OVERRIDES_WORKER_12: dict[str, Any] = {
         "dnsPolicy": "ClusterFirstWithHostNet",
         "dnsConfig": {"searches": ["bar.foo.svc.cluster.local"]},
         "restartPolicy": "Never",
-        "volumes": [ssh_volume("bar", None)],
+        "volumes": [ssh_volume("bar", 0o444)],
     },
 }
 

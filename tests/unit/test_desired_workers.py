@@ -161,20 +161,34 @@ def test_role_env_is_appended_after_user_env_so_it_wins() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mount_path", "expected_mode"),
-    [("/root/.ssh", 0o600), ("/home/mpiuser/.ssh", None), ("/root/.ssh/", None)],
+    ("mount_path", "fs_group", "expected_mode"),
+    [
+        ("/root/.ssh", None, 0o600),
+        ("/root/.ssh", 1000, 0o600),
+        ("/home/mpiuser/.ssh", 1000, 0o440),
+        ("/home/mpiuser/.ssh", 0, 0o440),
+        ("/home/mpiuser/.ssh", None, 0o444),
+        ("/root/.ssh/", None, 0o444),
+    ],
     ids=[
         "root .ssh: 0600",
-        "non-root path: API default mode",
+        "root .ssh with an fsGroup: 0600",
+        "another path with an fsGroup: read by the group only",
+        "another path with fsGroup 0: read by the group only",
+        "another path without an fsGroup: read by all, written by none",
         "only the exact default path gets 0600",
     ],
 )
-def test_ssh_keys_are_mounted_in_container_zero(mount_path: str, expected_mode: int | None) -> None:
+def test_ssh_keys_are_mounted_in_container_zero(
+    mount_path: str, fs_group: int | None, expected_mode: int
+) -> None:
     job = base().ssh_auth_mount_path(mount_path).volume(c.WORKER, "scratch", "/scratch")
+    if fs_group is not None:
+        job.pod_spec_field(c.WORKER, "securityContext", {"fsGroup": fs_group})
     pod = worker(job)
     volumes = pod["spec"]["volumes"]
     assert [v["name"] for v in volumes] == ["scratch", "ssh-auth"]
-    assert volumes[1]["secret"].get("defaultMode") == expected_mode
+    assert volumes[1]["secret"]["defaultMode"] == expected_mode
     assert volumes[1]["secret"]["secretName"] == "pi-ssh"
     assert main_container(pod)["volumeMounts"] == [
         {"name": "scratch", "mountPath": "/scratch"},

@@ -32,7 +32,7 @@ def nested(depth: int) -> str:
 
 
 def render_stderr(monkeypatch: pytest.MonkeyPatch, capsys: Any, text: str) -> list[str]:
-    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
     assert main(["render", "-f", "-"]) == 2
     out, err = capsys.readouterr()
     assert out == ""

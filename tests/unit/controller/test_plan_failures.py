@@ -3,6 +3,7 @@ what the job's conditions say once its retries are spent."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -21,6 +22,13 @@ from tests.unit.controller.test_plan import (
 )
 
 OOM = {"reason": "OOMKilled", "exitCode": 137, "message": "Killed\nout of memory\x1b[0m"}
+OOM_TAIL = ": Killed\\nout of memory\\x1b[0m"
+# With --failure-log-tail=false a failure message keeps the exit code and reason, not the log.
+LOG_TAIL = pytest.mark.parametrize("log_tail", [True, False], ids=["log tail", "no log tail"])
+
+
+def later(log_tail: bool = True) -> SyncContext:
+    return dataclasses.replace(context(now=LATER), failure_log_tail=log_tail)
 
 
 def fail(view: MemoryView, name: str, uid: str = "", **terminated: Any) -> dict[str, Any]:
@@ -60,12 +68,13 @@ def condition(job: dict[str, Any], kind: str) -> dict[str, Any]:
     return dict(found)
 
 
-def test_a_failed_worker_is_deleted_by_uid_counted_and_created_again() -> None:
+@LOG_TAIL
+def test_a_failed_worker_is_deleted_by_uid_counted_and_created_again(log_tail: bool) -> None:
     view = cluster_view()
     job = converge(MPIJobWrapper().workers(2).obj(), view, context())
     fail(view, "test-worker-1", uid="u-1", **OOM)
 
-    replacing = sync(job, view, context(now=LATER))
+    replacing = sync(job, view, later(log_tail))
     assert writes(replacing) == ["delete pods test-worker-1", "update_status mpijobs/status test"]
     [delete] = replacing.actions[:1]
     assert delete.body == {"preconditions": {"uid": "u-1"}}
@@ -75,8 +84,9 @@ def test_a_failed_worker_is_deleted_by_uid_counted_and_created_again() -> None:
     assert (restarting["status"], restarting["reason"]) == ("True", "MPIJobRestarting")
     assert restarting["message"] == (
         "Worker pod ns/test-worker-1 failed and is created again (1 of 6 retries used): "
-        "container worker exited with code 137: Killed\\nout of memory\\x1b[0m"
+        "container worker exited with code 137" + (OOM_TAIL if log_tail else "")
     )
+    assert [e.message for e in replacing.events] == [restarting["message"]]
     assert not replacing.failed
 
     recreating = sync(job, view, context(now=LATER))
@@ -147,7 +157,8 @@ def test_wait_for_workers_ready_recovers_from_a_failed_worker() -> None:
     assert job["status"]["replicaStatuses"]["Worker"]["failed"] == 1
 
 
-def test_with_no_retries_a_failed_worker_fails_the_job_with_its_own_reason() -> None:
+@LOG_TAIL
+def test_with_no_retries_a_failed_worker_fails_the_job_with_its_own_reason(log_tail: bool) -> None:
     view = cluster_view()
     job = (
         MPIJobWrapper()
@@ -159,7 +170,7 @@ def test_with_no_retries_a_failed_worker_fails_the_job_with_its_own_reason() -> 
     job = converge(job, view, context())
     fail(view, "test-worker-1", **OOM)
 
-    failing = sync(job, view, context(now=LATER))
+    failing = sync(job, view, later(log_tail))
     assert writes(failing) == ["update_status mpijobs/status test"]
     assert failing.failed and failing.continued
     failed = condition(job, "Failed")
@@ -167,9 +178,11 @@ def test_with_no_retries_a_failed_worker_fails_the_job_with_its_own_reason() -> 
     assert failed["message"] == (
         "Worker pod ns/test-worker-1 failed and the job's retries are spent "
         "(backoffLimit 0: 1 worker and 0 launcher failures): "
-        "container worker exited with code 137: Killed\\nout of memory\\x1b[0m"
+        "container worker exited with code 137" + (OOM_TAIL if log_tail else "")
     )
-    assert [(e.type, e.reason) for e in failing.events] == [("Warning", "WorkerFailed/OOMKilled")]
+    assert [(e.type, e.reason, e.message) for e in failing.events] == [
+        ("Warning", "WorkerFailed/OOMKilled", failed["message"])
+    ]
     assert job["status"]["completionTime"] == LATER
     assert job["status"]["replicaStatuses"]["Worker"] == {"failed": 1}
     # Finished: no launcher, no replacement, nothing more to write.
@@ -212,7 +225,8 @@ def worker_names(count: int) -> list[str]:
     return [f"test-worker-{i}" for i in range(count)]
 
 
-def test_worker_and_launcher_failures_share_the_backoff_limit() -> None:
+@LOG_TAIL
+def test_worker_and_launcher_failures_share_the_backoff_limit(log_tail: bool) -> None:
     view = cluster_view()
     job = converge(MPIJobWrapper().workers(2).run_policy(backoffLimit=2).obj(), view, context())
     fail(view, "test-worker-0", exitCode=1, reason="Error")
@@ -249,15 +263,19 @@ def test_worker_and_launcher_failures_share_the_backoff_limit() -> None:
         }
     )
 
-    failing = sync(job, view, context(now=LATER))
+    failing = sync(job, view, later(log_tail))
     assert failing.failed
     failed = condition(job, "Failed")
     assert failed["reason"] == "BackoffLimitExceeded/Error"
     assert failed["message"] == (
         "Job has reached the specified backoff limit "
         "(backoffLimit 2: 1 worker and 2 launcher failures): "
-        "container launcher exited with code 1: ssh: connect to host test-worker-0 port 22"
+        "container launcher exited with code 1"
+        + (": ssh: connect to host test-worker-0 port 22" if log_tail else "")
     )
+    assert [(e.reason, e.message) for e in failing.events] == [
+        ("BackoffLimitExceeded/Error", failed["message"])
+    ]
 
 
 def test_a_failed_worker_after_the_retries_are_spent_fails_the_job_without_a_launcher() -> None:

@@ -126,3 +126,13 @@ def test_a_boolean_flag_alone_is_true_as_in_go(argv: list[str], elect: bool) -> 
 def test_a_klog_flag_with_a_bad_value_is_refused() -> None:
     with pytest.raises(SystemExit):
         parse("-log_file_max_size=big")
+
+
+@pytest.mark.parametrize(
+    ("argv", "value"),
+    [([], True), (["--failure-log-tail=false"], False), (["-failure-log-tail", "true"], True)],
+)
+def test_failure_messages_quote_the_log_tail_unless_turned_off(
+    argv: list[str], value: bool
+) -> None:
+    assert parse(*argv).failure_log_tail is value

@@ -119,7 +119,7 @@ class Cached(NamedTuple):
     reconciler: MPIJobReconciler
 
 
-def cached_pi(*children: tuple[str, dict[str, Any]]) -> Cached:
+def cached_pi(*children: tuple[str, dict[str, Any]], failure_log_tail: bool = True) -> Cached:
     caches = build_caches(offline_client(), None, None)
     job = MPIJobWrapper("pi").workers(1).obj()
     job["metadata"]["resourceVersion"] = "100"
@@ -133,6 +133,7 @@ def cached_pi(*children: tuple[str, dict[str, Any]]) -> Cached:
         recorder,  # type: ignore[arg-type]
         None,
         own_writes=own,
+        failure_log_tail=failure_log_tail,
     )
     return Cached(caches, job, writer, recorder, own, reconciler)
 
@@ -182,19 +183,25 @@ def test_our_own_writes_are_known_when_they_come_back_unless_a_sync_waits_for_th
     assert len(own) == 0
 
 
-def test_the_status_write_a_next_sync_continues_from_is_not_taken_for_an_echo() -> None:
-    # The launcher ran and finished before any sync saw it: Running now, Succeeded next.
-    launcher = {
+def pi_launcher(status: dict[str, Any]) -> dict[str, Any]:
+    """The launcher Job of ns/pi, cached with ``status``."""
+    return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": "pi-launcher",
             "namespace": "ns",
+            "uid": "launcher-uid",
             "resourceVersion": "7",
             "ownerReferences": owner_references("pi"),
         },
-        "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+        "status": status,
     }
+
+
+def test_the_status_write_a_next_sync_continues_from_is_not_taken_for_an_echo() -> None:
+    # The launcher ran and finished before any sync saw it: Running now, Succeeded next.
+    launcher = pi_launcher({"conditions": [{"type": "Complete", "status": "True"}]})
     _, job, writer, _, own, reconciler = cached_pi(("jobs", launcher))
     assert reconciler("ns/pi") is None
     assert writer.writes == ["update_status mpijobs/status pi"]
@@ -202,6 +209,36 @@ def test_the_status_write_a_next_sync_continues_from_is_not_taken_for_an_echo() 
     assert [c["type"] for c in status["status"]["conditions"]] == ["Created", "Running"]
     written = {**job, "metadata": {**job["metadata"], **status["metadata"]}}
     assert not own.is_echo("mpijobs", written)
+
+
+@pytest.mark.parametrize("log_tail", [True, False], ids=["log tail", "no log tail"])
+def test_the_failure_log_tail_setting_reaches_the_failed_condition_and_its_event(
+    log_tail: bool,
+) -> None:
+    failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
+    launcher = pi_launcher({"failed": 1, "conditions": [{**failed, "message": "limit"}]})
+    terminated = {"exitCode": 1, "reason": "Error", "message": "password=hunter2"}
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            "name": "pi-launcher-x",
+            "namespace": "ns",
+            "resourceVersion": "8",
+            "ownerReferences": [{"uid": "launcher-uid", "controller": True}],
+        },
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "launcher", "state": {"terminated": terminated}}],
+        },
+    }
+    cached = cached_pi(("jobs", launcher), ("pods", pod), failure_log_tail=log_tail)
+    cached.reconciler("ns/pi")
+    expected = "limit: container launcher exited with code 1" + (
+        ": password=hunter2" if log_tail else ""
+    )
+    assert ("Warning", "BackoffLimitExceeded/Error", expected) in cached.recorder.events
+    status = cached.writer.answers[-1][1]["status"]
+    assert [c["message"] for c in status["conditions"] if c["type"] == "Failed"] == [expected]
 
 
 class PatchRefusingWriter(CountingWriter):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -88,3 +90,78 @@ def test_metrics_server_serves_runtime_metrics() -> None:
         assert "\nmpi_operator_is_leader 0.0\n" in fetch(metrics.port, "/metrics")[1]
     finally:
         metrics.stop()
+
+
+# Short, so that the tests wait little; what they assert holds for any value.
+QUICK = 0.3
+# Far beyond QUICK: only a server that never closes a connection fails to meet it.
+GENEROUS = 30.0
+
+
+@pytest.fixture(params=["health", "metrics"])
+def quick(request: pytest.FixtureRequest) -> Iterator[tuple[int, str]]:
+    """A server whose connections have QUICK seconds to send their request: port and path."""
+    if request.param == "health":
+        health = HealthServer("127.0.0.1", 0, request_timeout=QUICK)
+        health.start()
+        yield health.port, "/healthz"
+        health.stop()
+    else:
+        metrics = start_metrics_server(0, "127.0.0.1", request_timeout=QUICK)
+        yield metrics.port, "/metrics"
+        metrics.stop()
+
+
+def closed_by_server(connection: socket.socket) -> bool:
+    """Whether the server closes the connection (within GENEROUS seconds), answering nothing."""
+    connection.settimeout(GENEROUS)
+    try:
+        return connection.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_a_silent_client_is_closed_and_others_are_answered(
+    quick: tuple[int, str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    port, path = quick
+    silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
+    clients = [connection.getsockname() for connection in silent]
+    try:
+        assert fetch(port, path)[0] == 200
+        assert all(closed_by_server(connection) for connection in silent)
+        assert fetch(port, path)[0] == 200
+    finally:
+        for connection in silent:
+            connection.close()
+    # Closed quietly: socketserver prints a traceback naming the client of a request that raised.
+    err = capfd.readouterr().err
+    assert not [client for client in clients if str(client) in err]
+
+
+def test_a_client_that_sends_its_request_a_byte_at_a_time_is_closed(
+    quick: tuple[int, str],
+) -> None:
+    port, path = quick
+    with socket.create_connection(("127.0.0.1", port)) as slow:
+        slow.sendall(f"GET {path} HTTP/1.1\r\n".encode())
+        # Each byte comes well within the timeout; the headers never end.
+        gave_up = time.monotonic() + GENEROUS
+        while time.monotonic() < gave_up:
+            try:
+                slow.sendall(b"X")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            slow.settimeout(QUICK / 3)
+            try:
+                if slow.recv(1024) == b"":
+                    break
+            except TimeoutError:
+                continue
+            except ConnectionResetError:
+                break
+        else:
+            pytest.fail(f"the connection was still open after {GENEROUS} s")
+    assert fetch(port, path)[0] == 200
