@@ -15,7 +15,9 @@ class ClusterFacts:
 
     ``priority_classes`` maps PriorityClass names to values; ``default_priority`` is the
     value of the cluster's globalDefault PriorityClass (0 when there is none), which the
-    API server gives to pods that name no class.
+    API server gives to pods that name no class. ``operator_account`` is the (namespace,
+    name) of the ServiceAccount the operator runs as, which no job's pod may name; None when
+    unknown (out of the cluster).
     """
 
     cluster_domain: str = ""
@@ -23,6 +25,7 @@ class ClusterFacts:
     default_priority: int = 0
     # The image whose entrypoint copies kubectl into $TARGET_DIR, for KubectlExec launchers.
     kubectl_delivery_image: str = c.DEFAULT_KUBECTL_DELIVERY_IMAGE
+    operator_account: tuple[str, str] | None = None
 
     def priority_of(self, class_name: str | None) -> int:
         """Priority a pod with this priorityClassName gets; unknown classes count as default."""
