@@ -65,3 +65,24 @@ def test_values_that_cannot_work_are_refused_by_flag_name(argv: list[str], messa
 @pytest.mark.parametrize(("text", "value"), [("false", False), ("0", False), ("true", True)])
 def test_leader_election_can_be_turned_off_for_local_runs(text: str, value: bool) -> None:
     assert parse(f"--leader-elect={text}").leader_elect is value
+
+
+@pytest.mark.parametrize(
+    ("environ", "account"),
+    [
+        ({"POD_NAMESPACE": "ops", "POD_SERVICE_ACCOUNT": "runner"}, ("ops", "runner")),
+        ({"POD_NAMESPACE": "ops"}, None),
+        ({"POD_SERVICE_ACCOUNT": "runner"}, None),
+        ({"POD_NAMESPACE": "ops", "POD_SERVICE_ACCOUNT": ""}, None),
+        ({}, None),
+    ],
+    ids=["both set", "no account", "no namespace", "empty account", "out of the cluster"],
+)
+def test_the_operators_account_comes_from_the_downward_api(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], account: tuple[str, str] | None
+) -> None:
+    for name in ("POD_NAMESPACE", "POD_SERVICE_ACCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert Options().static_facts().operator_account == account
