@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -378,7 +378,12 @@ def test_pod_template_is_kept_whole(schema: Schema) -> None:
     assert template["type"] == "object"
     assert template["x-kubernetes-preserve-unknown-fields"] is True
     assert set(template["properties"]) == {"spec"}
-    assert set(template["properties"]["spec"]["properties"]) == {"containers", "initContainers"}
+    assert set(template["properties"]["spec"]["properties"]) == {
+        "containers",
+        "initContainers",
+        "serviceAccountName",
+        "serviceAccount",
+    }
 
 
 # -- printer columns ------------------------------------------------------------------------
@@ -620,7 +625,7 @@ def all_rules(schema: Schema, path: str = "") -> Iterator[tuple[str, Schema, dic
 
 def test_every_rule_compiles_and_says_what_is_wrong(schema: Schema) -> None:
     rules = list(all_rules(schema))
-    assert len(rules) == 12
+    assert len(rules) == 16
     for path, rule_node, rule in rules:
         _program(rule["rule"])
         assert rule["message"] and "\n" not in rule["message"], path
@@ -1007,6 +1012,41 @@ def test_the_transport_is_immutable(v1_schema: Schema) -> None:
     old = flyte_like().metadata_field("name", "pi").obj()
     new = flyte_like().metadata_field("name", "pi").transport("SSH").obj()
     assert admission_errors(v1_schema, new, old) == ["spec.transport: transport is immutable"]
+
+
+ACCOUNT_RULE = (
+    "is reserved: accounts named <job>-launcher belong to kubeflow.org/v1 launchers and carry "
+    "their exec rights"
+)
+
+
+@pytest.mark.parametrize("field", ["serviceAccountName", "serviceAccount"])
+@pytest.mark.parametrize(
+    ("job", "role", "account", "refused"),
+    [
+        pytest.param(flyte_like, "Worker", "other-launcher", True, id="v1 worker"),
+        pytest.param(flyte_like, "Worker", "7f3a-n0-0-launcher", True, id="v1 worker, own"),
+        pytest.param(flyte_like, "Launcher", "x-launcher", False, id="v1 launcher: replaced"),
+        pytest.param(flyte_like, "Worker", "default", False, id="v1 worker default"),
+        pytest.param(MPIJobWrapper, "Launcher", "x-launcher", True, id="launcher"),
+        pytest.param(MPIJobWrapper, "Worker", "x-launcher", True, id="worker"),
+        pytest.param(MPIJobWrapper, "Worker", "launcher-bot", False, id="prefix"),
+    ],
+)
+def test_the_launcher_account_rule_refuses_what_the_operator_refuses(
+    schema: Schema,
+    v1_schema: Schema,
+    job: Callable[[], MPIJobWrapper],
+    role: str,
+    account: str,
+    refused: bool,
+    field: str,
+) -> None:
+    obj = job().workers(2).pod_spec_field(role, field, account).obj()
+    path = f"spec.mpiReplicaSpecs[{role}].template.spec.{field}"
+    expected = [f"{path}: {ACCOUNT_RULE}"] if refused else []
+    assert admission_errors(v1_schema if job is flyte_like else schema, obj) == expected
+    assert [e.path for e in validate(parse_mpijob(obj))] == ([path] if refused else [])
 
 
 def test_main_container_must_name_a_worker_container() -> None:
