@@ -63,14 +63,6 @@ def problems(obj: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def _account_problems(where: str, spec: Mapping[str, Any], own: Any) -> Iterator[str]:
-    """A pod running as a launcher's account: ``own`` (the launcher Job's name) is allowed."""
-    # The API server falls back to the deprecated field when serviceAccountName is empty.
-    account = spec.get("serviceAccountName") or spec.get("serviceAccount")
-    if isinstance(account, str) and account.endswith("-launcher") and account != own:
-        yield f"{where}: runs as {account!r}, a kubeflow.org/v1 launcher's account"
-
-
 def _without_nulls(value: Any) -> Any:
     """The object as Go decodes it: a null field is the field's zero value, as if absent."""
     if isinstance(value, dict):
@@ -183,6 +175,14 @@ def _job_problems(spec: Mapping[str, Any]) -> Iterator[str]:
         (template.get("metadata") or {}).get("annotations"), "template annotations"
     )
     yield from _pod_spec_problems("spec.template.spec", template.get("spec") or {}, "Job")
+
+
+def _account_problems(where: str, spec: Mapping[str, Any], own: Any) -> Iterator[str]:
+    """A pod running as a launcher's account: ``own`` (the launcher Job's name) is allowed."""
+    # The API server falls back to the deprecated field when serviceAccountName is empty.
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount")
+    if isinstance(account, str) and account.endswith("-launcher") and account != own:
+        yield f"{where}: runs as {account!r}, a kubeflow.org/v1 launcher's account"
 
 
 def _pod_spec_problems(where: str, spec: Mapping[str, Any], kind: str) -> Iterator[str]:

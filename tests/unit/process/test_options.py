@@ -49,25 +49,6 @@ def test_the_watched_namespace_defaults_to_kubeflow_namespace(
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--threadiness=0"], "--threadiness: must be at least 1"),
-        (["--monitoring-port=70000"], "--monitoring-port: must be a port number"),
-        (["--controller-queue-rate-limit=0"], "--controller-queue-rate-limit: must be positive"),
-        (["--lock-namespace="], "--lock-namespace: must not be empty"),
-    ],
-)
-def test_values_that_cannot_work_are_refused_by_flag_name(argv: list[str], message: str) -> None:
-    with pytest.raises(OptionsError, match=message):
-        parse(*argv)
-
-
-@pytest.mark.parametrize(("text", "value"), [("false", False), ("0", False), ("true", True)])
-def test_leader_election_can_be_turned_off_for_local_runs(text: str, value: bool) -> None:
-    assert parse(f"--leader-elect={text}").leader_elect is value
-
-
-@pytest.mark.parametrize(
     ("environ", "account"),
     [
         ({"POD_NAMESPACE": "ops", "POD_SERVICE_ACCOUNT": "runner"}, ("ops", "runner")),
@@ -86,3 +67,22 @@ def test_the_operators_account_comes_from_the_downward_api(
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     assert Options().static_facts().operator_account == account
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--threadiness=0"], "--threadiness: must be at least 1"),
+        (["--monitoring-port=70000"], "--monitoring-port: must be a port number"),
+        (["--controller-queue-rate-limit=0"], "--controller-queue-rate-limit: must be positive"),
+        (["--lock-namespace="], "--lock-namespace: must not be empty"),
+    ],
+)
+def test_values_that_cannot_work_are_refused_by_flag_name(argv: list[str], message: str) -> None:
+    with pytest.raises(OptionsError, match=message):
+        parse(*argv)
+
+
+@pytest.mark.parametrize(("text", "value"), [("false", False), ("0", False), ("true", True)])
+def test_leader_election_can_be_turned_off_for_local_runs(text: str, value: bool) -> None:
+    assert parse(f"--leader-elect={text}").leader_elect is value
