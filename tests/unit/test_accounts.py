@@ -41,61 +41,35 @@ def v2(namespace: str = "ns") -> MPIJobWrapper:
 Version = Callable[..., MPIJobWrapper]
 
 
-@pytest.mark.parametrize("field", ["serviceAccountName", "serviceAccount"])
-@pytest.mark.parametrize(
-    ("job", "role", "account"),
-    [
-        (v1, "Worker", "other-launcher"),
-        (v1, "Worker", "test-launcher"),
-        (v2, "Launcher", "x-launcher"),
-        (v2, "Worker", "x-launcher"),
-        (v2, "Launcher", "test-launcher"),
-    ],
-    ids=[
-        "v1 worker naming another job's launcher",
-        "v1 worker naming its own job's launcher",
-        "v2beta1 launcher",
-        "v2beta1 worker",
-        "v2beta1 launcher naming the account its name would give a v1 launcher",
-    ],
-)
+REFUSED, ACCEPTED = True, False
+ACCOUNT_FIELDS = ["serviceAccountName", "serviceAccount"]
+LAUNCHER_ACCOUNT_CASES = [
+    pytest.param(v1, "Worker", "other-launcher", REFUSED, id="v1 worker, another's launcher"),
+    pytest.param(v1, "Worker", "test-launcher", REFUSED, id="v1 worker, its own launcher"),
+    pytest.param(v2, "Launcher", "x-launcher", REFUSED, id="v2beta1 launcher"),
+    pytest.param(v2, "Worker", "x-launcher", REFUSED, id="v2beta1 worker"),
+    pytest.param(v2, "Launcher", "test-launcher", REFUSED, id="v2beta1, its name's launcher"),
+    pytest.param(v1, "Launcher", "x-launcher", ACCEPTED, id="v1 launcher: replaced, ignored"),
+    pytest.param(v1, "Launcher", "test-launcher", ACCEPTED, id="v1 launcher, its own"),
+    pytest.param(v1, "Worker", "default", ACCEPTED, id="v1 worker default"),
+    pytest.param(v1, "Launcher", "default", ACCEPTED, id="v1 launcher default"),
+    pytest.param(v1, "Launcher", "flyte-exec", ACCEPTED, id="v1 launcher, Flyte's account"),
+    pytest.param(v1, "Worker", "flyte-exec", ACCEPTED, id="v1 worker, Flyte's account"),
+    pytest.param(v2, "Worker", "launcher", ACCEPTED, id="launcher without a job name"),
+    pytest.param(v2, "Launcher", "launcher-bot", ACCEPTED, id="launcher as a prefix"),
+    pytest.param(v2, "Launcher", "mpi-operator", ACCEPTED, id="operator's, unknown here"),
+]
+"""(job, role, account, refused): the CRD's rules refuse the same (test_crd.py)."""
+
+
+@pytest.mark.parametrize("field", ACCOUNT_FIELDS)
+@pytest.mark.parametrize(("job", "role", "account", "refused"), LAUNCHER_ACCOUNT_CASES)
 def test_a_template_naming_a_launcher_account_is_refused_at_its_field(
-    job: Version, role: str, account: str, field: str
+    job: Version, role: str, account: str, refused: bool, field: str
 ) -> None:
     path = TEMPLATE.format(role, field)
-    assert errors_of(named(job(), role, account, field)) == [
-        f'{path}: "{account}" {LAUNCHER_REASON}'
-    ]
-
-
-@pytest.mark.parametrize("field", ["serviceAccountName", "serviceAccount"])
-@pytest.mark.parametrize(
-    ("job", "role", "account"),
-    [
-        (v1, "Launcher", "x-launcher"),
-        (v1, "Launcher", "test-launcher"),
-        (v1, "Worker", "default"),
-        (v1, "Launcher", "default"),
-        (v1, "Launcher", "flyte-project-development"),
-        (v1, "Worker", "flyte-project-development"),
-        (v2, "Worker", "launcher"),
-        (v2, "Launcher", "launcher-bot"),
-        (v2, "Launcher", "mpi-operator"),
-    ],
-    ids=[
-        "v1 launcher: replaced by the operator, so ignored",
-        "v1 launcher naming its own account",
-        "v1 worker default",
-        "v1 launcher default",
-        "v1 launcher as Flyte names the execution's account",
-        "v1 worker as Flyte names it",
-        "launcher without a job name",
-        "launcher as a prefix",
-        "the operator's account, unknown to validation",
-    ],
-)
-def test_other_accounts_are_accepted(job: Version, role: str, account: str, field: str) -> None:
-    assert errors_of(named(job(), role, account, field)) == []
+    expected = [f'{path}: "{account}" {LAUNCHER_REASON}'] if refused else []
+    assert errors_of(named(job(), role, account, field)) == expected
 
 
 def test_both_account_fields_are_reported_each() -> None:

@@ -27,6 +27,7 @@ from mpi_operator.api import crd, v2beta1
 from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.validation import parse_mpijob, validate
 from mpi_operator.testing.wrappers import MPIJobWrapper
+from tests.unit.test_accounts import ACCOUNT_FIELDS, LAUNCHER_ACCOUNT_CASES, LAUNCHER_REASON
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "crds" / "kubeflow.org_mpijobs.yaml"
@@ -1014,26 +1015,9 @@ def test_the_transport_is_immutable(v1_schema: Schema) -> None:
     assert admission_errors(v1_schema, new, old) == ["spec.transport: transport is immutable"]
 
 
-ACCOUNT_RULE = (
-    "is reserved: accounts named <job>-launcher belong to kubeflow.org/v1 launchers and carry "
-    "their exec rights"
-)
-
-
-@pytest.mark.parametrize("field", ["serviceAccountName", "serviceAccount"])
-@pytest.mark.parametrize(
-    ("job", "role", "account", "refused"),
-    [
-        pytest.param(flyte_like, "Worker", "other-launcher", True, id="v1 worker"),
-        pytest.param(flyte_like, "Worker", "7f3a-n0-0-launcher", True, id="v1 worker, own"),
-        pytest.param(flyte_like, "Launcher", "x-launcher", False, id="v1 launcher: replaced"),
-        pytest.param(flyte_like, "Worker", "default", False, id="v1 worker default"),
-        pytest.param(MPIJobWrapper, "Launcher", "x-launcher", True, id="launcher"),
-        pytest.param(MPIJobWrapper, "Worker", "x-launcher", True, id="worker"),
-        pytest.param(MPIJobWrapper, "Worker", "launcher-bot", False, id="prefix"),
-    ],
-)
-def test_the_launcher_account_rule_refuses_what_the_operator_refuses(
+@pytest.mark.parametrize("field", ACCOUNT_FIELDS)
+@pytest.mark.parametrize(("job", "role", "account", "refused"), LAUNCHER_ACCOUNT_CASES)
+def test_the_crd_refuses_the_launcher_accounts_validation_refuses(
     schema: Schema,
     v1_schema: Schema,
     job: Callable[[], MPIJobWrapper],
@@ -1042,11 +1026,10 @@ def test_the_launcher_account_rule_refuses_what_the_operator_refuses(
     refused: bool,
     field: str,
 ) -> None:
-    obj = job().workers(2).pod_spec_field(role, field, account).obj()
+    obj = job().pod_spec_field(role, field, account).obj()
     path = f"spec.mpiReplicaSpecs[{role}].template.spec.{field}"
-    expected = [f"{path}: {ACCOUNT_RULE}"] if refused else []
-    assert admission_errors(v1_schema if job is flyte_like else schema, obj) == expected
-    assert [e.path for e in validate(parse_mpijob(obj))] == ([path] if refused else [])
+    served = v1_schema if obj["apiVersion"] == c.API_VERSION_V1 else schema
+    assert admission_errors(served, obj) == ([f"{path}: {LAUNCHER_REASON}"] if refused else [])
 
 
 def test_main_container_must_name_a_worker_container() -> None:
