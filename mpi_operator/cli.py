@@ -21,6 +21,7 @@ import yaml
 
 import gang
 from mpi_operator import __version__
+from mpi_operator.api.cluster import STANDARD_OPERATOR_ACCOUNT
 from mpi_operator.api.errors import InvalidMPIJobError, one_line
 from mpi_operator.manifest import ManifestError, read_bounded, read_documents
 from mpi_operator.operator.options import (
@@ -146,6 +147,15 @@ def _render_parser() -> _Parser:
         default="",
         help="as the operator's flag: appended to the workers' host names in the hostfile",
     )
+    parser.add_argument(
+        "--operator-account",
+        metavar="NAMESPACE/NAME",
+        default=STANDARD_OPERATOR_ACCOUNT,
+        help=(
+            "the ServiceAccount the operator runs as, which no pod template in its namespace "
+            "may name; empty when unknown (default: %(default)s, the standard install's)"
+        ),
+    )
     return parser
 
 
@@ -158,6 +168,7 @@ def _render(argv: list[str]) -> int:
             gang_scheduling=args.gang_scheduling or None,
             cluster_domain=args.cluster_domain,
             priority_classes=_priority_classes(args.priority_class),
+            operator_account=args.operator_account,
         )
     except InvalidMPIJobError as invalid:
         for error in invalid.errors:

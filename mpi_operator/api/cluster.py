@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import dns
+
+STANDARD_OPERATOR_ACCOUNT: Final = f"{c.OPERATOR_NAME}/{c.OPERATOR_NAME}"
+"""The account the standard install runs the operator as, as NAMESPACE/NAME."""
 
 
 @dataclass(frozen=True)
@@ -15,7 +19,9 @@ class ClusterFacts:
 
     ``priority_classes`` maps PriorityClass names to values; ``default_priority`` is the
     value of the cluster's globalDefault PriorityClass (0 when there is none), which the
-    API server gives to pods that name no class.
+    API server gives to pods that name no class. ``operator_account`` is the (namespace,
+    name) of the ServiceAccount the operator runs as, which no job's pod may name; None when
+    unknown (out of the cluster).
     """
 
     cluster_domain: str = ""
@@ -23,6 +29,7 @@ class ClusterFacts:
     default_priority: int = 0
     # The image whose entrypoint copies kubectl into $TARGET_DIR, for KubectlExec launchers.
     kubectl_delivery_image: str = c.DEFAULT_KUBECTL_DELIVERY_IMAGE
+    operator_account: tuple[str, str] | None = None
 
     def priority_of(self, class_name: str | None) -> int:
         """Priority a pod with this priorityClassName gets; unknown classes count as default."""
@@ -39,3 +46,23 @@ def rendering_flag_problems(gang_scheduling: str, cluster_domain: str) -> Iterat
     if cluster_domain:
         for problem in dns.dns1123_subdomain(cluster_domain):
             yield f"--cluster-domain {cluster_domain!r}: a DNS domain {problem}"
+
+
+def operator_account_problems(account: str) -> Iterator[str]:
+    """An --operator-account value: NAMESPACE/NAME, or empty when the account is unknown."""
+    if not account:
+        return
+    namespace, slash, name = account.partition("/")
+    if not slash:
+        yield f"--operator-account {account!r}: expected NAMESPACE/NAME"
+        return
+    for problem in dns.dns1123_label(namespace):
+        yield f"--operator-account {account!r}: a namespace {problem}"
+    for problem in dns.dns1123_subdomain(name):
+        yield f"--operator-account {account!r}: a ServiceAccount name {problem}"
+
+
+def operator_account_of(account: str) -> tuple[str, str] | None:
+    """A valid --operator-account value as (namespace, name); None when empty."""
+    namespace, _, name = account.partition("/")
+    return (namespace, name) if account else None

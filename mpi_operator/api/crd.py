@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import dns
+from mpi_operator.api.accounts import ACCOUNT_FIELDS, LAUNCHER_ACCOUNT_SUFFIX
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, integer_maximum
 
 Schema = dict[str, Any]
@@ -271,6 +272,7 @@ def _model_schema(model: type[BaseModel], version: str, *, root: bool = False) -
             required.append(wire_name)
         if extra.get("replica_specs"):
             rules.extend(_replica_rules(wire_name))
+            rules.extend(_account_rules(wire_name))
     schema: Schema = {"type": "object", "properties": properties}
     if required:
         schema["required"] = sorted(required)
@@ -415,6 +417,34 @@ def _replica_rules(field: str) -> list[Schema]:
     ]
 
 
+def _account_rules(field: str) -> list[Schema]:
+    """No template names a kubeflow.org/v1 launcher's account (``accounts.py``), but the
+    KubectlExec launcher's, whose account the operator replaces. On the parent, as the replica
+    rules, for the paths; the message is fixed, since building one with the account's name
+    costs as much as the longest string the API server could send."""
+    kubectl_exec = f"has(self.transport) && self.transport == '{c.TRANSPORT_KUBECTL_EXEC}'"
+    rules: list[Schema] = []
+    for role in c.REPLICA_TYPES:
+        spec = f'self.{field}["{role}"].template.spec'
+        named = f'has(self.{field}) && "{role}" in self.{field} && has({spec})'
+        exempt = f"({kubectl_exec}) || " if role == c.LAUNCHER else ""
+        for account in ACCOUNT_FIELDS:
+            rules.append(
+                {
+                    "rule": (
+                        f"{exempt}!({named} && has({spec}.{account})) || "
+                        f"!{spec}.{account}.endsWith('{LAUNCHER_ACCOUNT_SUFFIX}')"
+                    ),
+                    "message": (
+                        f"is reserved: accounts named <job>{LAUNCHER_ACCOUNT_SUFFIX} belong to "
+                        "kubeflow.org/v1 launchers and carry their exec rights"
+                    ),
+                    "fieldPath": f".{field}.{role}.template.spec.{account}",
+                }
+            )
+    return rules
+
+
 def _pod_template_schema() -> Schema:
     """A core/v1 PodTemplateSpec kept whole: only what users most often get wrong is declared.
 
@@ -444,6 +474,15 @@ def _pod_template_schema() -> Schema:
                         "description": "Init containers of the pods (core/v1 Containers).",
                         "type": "array",
                         "items": _container_schema(),
+                    },
+                    # Declared for the rules that keep launcher accounts to launchers.
+                    "serviceAccountName": {
+                        "description": "The ServiceAccount the pods run as.",
+                        "type": "string",
+                    },
+                    "serviceAccount": {
+                        "description": "Deprecated alias of serviceAccountName.",
+                        "type": "string",
                     },
                 },
             }

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import dns
+from mpi_operator.api.accounts import account_is_replaced, launcher_account_errors
 from mpi_operator.api.bounds import document_errors
 from mpi_operator.api.defaults import DefaultedMPIJob, fill_in_defaults, with_defaults
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError, from_pydantic, quoted
@@ -224,6 +225,8 @@ def _replica_errors(
     allowed = c.RESTART_POLICIES if job.uses_ssh else c.V1_RESTART_POLICIES
     yield from _one_of(f"{path}.restartPolicy", spec.restart_policy, allowed)
     yield from template_errors(f"{path}.template", spec.template, _operator_mounts(job, role))
+    if not account_is_replaced(job, role):
+        yield from launcher_account_errors(f"{path}.template", spec.template)
 
 
 def _operator_mounts(job: DefaultedMPIJob, role: str) -> OperatorMounts:

@@ -8,6 +8,7 @@ from typing import Any
 
 from gang import GangScheduler, gang_objects_of
 from mpi_operator.api import constants as c
+from mpi_operator.api.accounts import operator_account_errors
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
@@ -29,12 +30,14 @@ def render_errors(
 ) -> list[FieldError]:
     """Problems of a valid job that only show once its objects meet the cluster's facts and
     the gang scheduler: a ConfigMap too large for the API server, a DNS search list it would
-    refuse, pod annotations over its limit with the gang scheduler's added."""
+    refuse, pod annotations over its limit with the gang scheduler's added, a template naming
+    the operator's own account in its namespace."""
     transport_errors = dns_search_errors(job, facts) if job.uses_ssh else role_errors(job)
     return [
         *config_map_errors(job, facts),
         *transport_errors,
         *gang_annotation_errors(job, gang),
+        *operator_account_errors(job, facts),
     ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -60,11 +60,22 @@ class Options:
     verbosity: int = 0
 
     def static_facts(self) -> ClusterFacts:
-        """What the flags tell of the cluster; the caches add what they watch."""
+        """What the flags and the environment tell of the cluster; the caches add what they
+        watch."""
         return ClusterFacts(
             cluster_domain=self.cluster_domain,
             kubectl_delivery_image=self.mpi_kubectl_delivery_image,
+            operator_account=operator_account(os.environ),
         )
+
+
+def operator_account(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """The (namespace, name) of the ServiceAccount the operator runs as, which the Deployment
+    passes down as $POD_NAMESPACE and $POD_SERVICE_ACCOUNT; None unless both are set (out of
+    the cluster, with a kubeconfig, it runs as no account)."""
+    namespace = environ.get("POD_NAMESPACE", "")
+    name = environ.get("POD_SERVICE_ACCOUNT", "")
+    return (namespace, name) if namespace and name else None
 
 
 class OptionsError(ValueError):

@@ -11,10 +11,17 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final, Protocol
 
 from gang import select_gang_scheduler
-from mpi_operator.api.cluster import ClusterFacts, rendering_flag_problems
+from mpi_operator.api.accounts import operator_account_errors
+from mpi_operator.api.cluster import (
+    STANDARD_OPERATOR_ACCOUNT,
+    ClusterFacts,
+    operator_account_of,
+    operator_account_problems,
+    rendering_flag_problems,
+)
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError
 from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob
+from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob, with_defaults_and_errors
 from mpi_operator.api.validation import validate as _rules
 from mpi_operator.desired.objects import iter_desired_objects, render_errors
 
@@ -37,13 +44,21 @@ def wire_form(job: JobLike) -> Any:
     return to_dict() if callable(to_dict) else job
 
 
-def validate(job: JobLike) -> list[FieldError]:
-    """Every problem the operator would find, by field path; empty when the job is valid."""
+def validate(
+    job: JobLike, *, operator_account: str = STANDARD_OPERATOR_ACCOUNT
+) -> list[FieldError]:
+    """Every problem the operator would find, by field path; empty when the job is valid.
+
+    ``operator_account``: the NAMESPACE/NAME of the account the operator runs as, which no
+    template in its namespace may name (empty: unknown); an invalid one raises ``ValueError``.
+    """
+    facts = _facts(operator_account=operator_account)
     try:
         parsed = parse_mpijob(wire_form(job))
     except InvalidMPIJobError as invalid:
         return invalid.errors
-    return _rules(parsed)
+    defaulted, errors = with_defaults_and_errors(parsed)
+    return [*errors, *operator_account_errors(defaulted, facts)]
 
 
 def checked(job: JobLike) -> MPIJob:
@@ -61,6 +76,7 @@ def render(
     gang_scheduling: str | None = None,
     cluster_domain: str = "",
     priority_classes: Mapping[str, int] | None = None,
+    operator_account: str = STANDARD_OPERATOR_ACCOUNT,
 ) -> list[dict[str, Any]]:
     """The objects the operator would create, in creation order (Service, ConfigMap, Secret,
     PodGroup, worker Pods, launcher Job); as ``mpi-operator render`` with the same options.
@@ -72,6 +88,7 @@ def render(
             gang_scheduling=gang_scheduling,
             cluster_domain=cluster_domain,
             priority_classes=priority_classes,
+            operator_account=operator_account,
         )
     )
 
@@ -82,22 +99,40 @@ def iter_render(
     gang_scheduling: str | None = None,
     cluster_domain: str = "",
     priority_classes: Mapping[str, int] | None = None,
+    operator_account: str = STANDARD_OPERATOR_ACCOUNT,
 ) -> Iterator[dict[str, Any]]:
     """``render``, one object at a time, so thousands of worker pods are never all in memory.
 
     Everything is checked before the first object: a job that cannot be rendered raises
     ``InvalidMPIJobError`` (one problem per field path), an option that would land invalid in
-    every pod raises ``ValueError``."""
-    problems = list(rendering_flag_problems(gang_scheduling or "", cluster_domain))
-    if problems:
-        raise ValueError("; ".join(problems))
-    facts = ClusterFacts(cluster_domain=cluster_domain, priority_classes=priority_classes or {})
+    every pod, or an invalid ``operator_account`` (as ``validate``'s), raises ``ValueError``."""
+    facts = _facts(gang_scheduling, cluster_domain, priority_classes, operator_account)
     valid = load_valid_mpijob(as_stored(wire_form(job)))
     gang = select_gang_scheduler(gang_scheduling)
     errors = render_errors(valid, facts, gang)
     if errors:
         raise InvalidMPIJobError(errors)
     return iter_desired_objects(valid, facts, gang)
+
+
+def _facts(
+    gang_scheduling: str | None = None,
+    cluster_domain: str = "",
+    priority_classes: Mapping[str, int] | None = None,
+    operator_account: str = STANDARD_OPERATOR_ACCOUNT,
+) -> ClusterFacts:
+    """The options as the cluster's facts; raises ``ValueError`` naming every bad one."""
+    problems = [
+        *rendering_flag_problems(gang_scheduling or "", cluster_domain),
+        *operator_account_problems(operator_account),
+    ]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return ClusterFacts(
+        cluster_domain=cluster_domain,
+        priority_classes=priority_classes or {},
+        operator_account=operator_account_of(operator_account),
+    )
 
 
 def as_stored(document: Any) -> Any:

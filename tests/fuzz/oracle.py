@@ -5,6 +5,10 @@ quantities, containers, volumes, DNS settings, integer ranges, object sizes) fro
 documentation, for the fields the operator writes or copies, so the fuzz suite can call an
 object "accepted but invalid" without asking the product whether it is valid. The e2e test
 ``test_fuzz_oracle`` checks a sample of its verdicts against a real API server.
+
+One rule is the operator's own, not the API server's: no pod runs as a kubeflow.org/v1
+launcher's account (``<job>-launcher``, which may exec into that job's workers) but that
+launcher's own.
 """
 
 from __future__ import annotations
@@ -43,10 +47,15 @@ def problems(obj: Mapping[str, Any]) -> list[str]:
     kind = obj.get("kind")
     found += _metadata_problems(obj.get("metadata") or {}, kind)
     spec = obj.get("spec") or {}
+    metadata_name = (obj.get("metadata") or {}).get("name")
     if kind == "Pod":
         found += _pod_spec_problems("spec", spec, "Pod")
+        found += _account_problems("spec", spec, None)
     elif kind == "Job":
         found += _job_problems(spec)
+        found += _account_problems(
+            "spec.template.spec", (spec.get("template") or {}).get("spec") or {}, metadata_name
+        )
     elif kind == "ConfigMap":
         found += _config_map_problems(obj.get("data") or {})
     elif kind == "PodGroup":
@@ -182,6 +191,14 @@ def _job_problems(spec: Mapping[str, Any]) -> Iterator[str]:
         (template.get("metadata") or {}).get("annotations"), "template annotations"
     )
     yield from _pod_spec_problems("spec.template.spec", template.get("spec") or {}, "Job")
+
+
+def _account_problems(where: str, spec: Mapping[str, Any], own: Any) -> Iterator[str]:
+    """A pod running as a launcher's account: ``own`` (the launcher Job's name) is allowed."""
+    # The API server falls back to the deprecated field when serviceAccountName is empty.
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount")
+    if isinstance(account, str) and account.endswith("-launcher") and account != own:
+        yield f"{where}: runs as {account!r}, a kubeflow.org/v1 launcher's account"
 
 
 def _pod_spec_problems(where: str, spec: Mapping[str, Any], kind: str) -> Iterator[str]:

@@ -293,6 +293,11 @@ def pod_mutations() -> list[tuple[str, st.SearchStrategy[Any]]]:
             "terminationGracePeriodSeconds",
             st.one_of(st.integers(0, 60), st.sampled_from(["30", 1.5])),
         ),
+        # Accounts: kubeflow.org/v1 launchers' and others; a number is the schema's to refuse.
+        *(
+            (field, st.sampled_from(["default", "runner", "test-launcher", "x-launcher", 5]))
+            for field in ("serviceAccountName", "serviceAccount")
+        ),
         (
             "initContainers",
             st.builds(

@@ -84,11 +84,47 @@ def test_the_short_run_reaches_both_outcomes() -> None:
             },
             "spec.minMember 2147483648: not a non-negative int32",
         ),
+        (
+            {
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccount": "x-launcher",
+                    "containers": [{"name": "c", "image": "i"}],
+                },
+            },
+            "spec: runs as 'x-launcher', a kubeflow.org/v1 launcher's account",
+        ),
+        (
+            {
+                "kind": "Job",
+                "metadata": {"name": "pi-launcher", "namespace": "ns"},
+                "spec": {"template": {"spec": {"serviceAccountName": "x-launcher"}}},
+            },
+            "spec.template.spec: runs as 'x-launcher', a kubeflow.org/v1 launcher's account",
+        ),
     ],
-    ids=["service name", "image", "request above limit", "int32 overflow"],
+    ids=[
+        "service name",
+        "image",
+        "request above limit",
+        "int32 overflow",
+        "a pod as a launcher's account",
+        "a launcher Job as another's account",
+    ],
 )
 def test_the_oracle_is_not_vacuous(obj: dict[str, object], expected: str) -> None:
     assert expected in problems(obj)
+
+
+def test_the_oracle_lets_a_launcher_job_run_as_its_own_account() -> None:
+    job = {
+        "kind": "Job",
+        "metadata": {"name": "pi-launcher", "namespace": "ns"},
+        "spec": {"template": {"spec": {"serviceAccountName": "pi-launcher"}}},
+    }
+    assert not [problem for problem in problems(job) if "account" in problem]
 
 
 def _pod(case: PodRuleCase) -> dict[str, object]:

@@ -483,3 +483,90 @@ def test_a_text_stream_in_place_of_standard_input_is_read_within_the_limit_too(
         f"mpi-operator render: <stdin>: is more than {MAX_BYTES} bytes; "
         f"a manifest may have at most {MAX_BYTES}\n"
     )
+
+
+def pi_naming(account: str, namespace: str = "default", replica_type: str = "Worker") -> str:
+    job = pi_job()
+    job["metadata"]["namespace"] = namespace
+    role(job, replica_type)["template"]["spec"]["serviceAccountName"] = account
+    return yaml.safe_dump(job)
+
+
+WORKER_ACCOUNT = "spec.mpiReplicaSpecs[Worker].template.spec.serviceAccountName"
+
+
+@pytest.mark.parametrize(
+    ("job", "argv", "path"),
+    [
+        pytest.param(pi_naming("pi-launcher"), [], WORKER_ACCOUNT, id="a launcher's account"),
+        pytest.param(
+            pi_naming("x-launcher", replica_type="Launcher"),
+            ["--operator-account", ""],
+            "spec.mpiReplicaSpecs[Launcher].template.spec.serviceAccountName",
+            id="a launcher's account in the v2beta1 launcher",
+        ),
+        pytest.param(
+            pi_naming("mpi-operator", "mpi-operator"),
+            [],
+            WORKER_ACCOUNT,
+            id="the standard install's operator account",
+        ),
+        pytest.param(
+            pi_naming("runner", "ops"),
+            ["--operator-account", "ops/runner"],
+            WORKER_ACCOUNT,
+            id="the operator account given",
+        ),
+    ],
+)
+def test_render_refuses_a_template_naming_a_reserved_account(
+    capsys: pytest.CaptureFixture[str], stdin: Any, job: str, argv: list[str], path: str
+) -> None:
+    stdin(job)
+    [line] = render_error(capsys, "-f", "-", *argv).splitlines()
+    assert line.startswith(f"{path}: ")
+    assert "is reserved" in line
+
+
+@pytest.mark.parametrize(
+    ("job", "argv"),
+    [
+        pytest.param(pi_naming("mpi-operator", "team-a"), [], id="another namespace"),
+        pytest.param(
+            pi_naming("mpi-operator", "mpi-operator"),
+            ["--operator-account", "ops/runner"],
+            id="another operator account given",
+        ),
+        pytest.param(
+            pi_naming("mpi-operator", "mpi-operator"),
+            ["--operator-account", ""],
+            id="the operator account unknown",
+        ),
+    ],
+)
+def test_render_accepts_the_operators_account_name_elsewhere(
+    capsys: pytest.CaptureFixture[str], stdin: Any, job: str, argv: list[str]
+) -> None:
+    stdin(job)
+    code, objects, err = render(capsys, "-f", "-", *argv)
+    assert (code, err) == (0, "")
+    workers = [obj for obj in objects if obj["kind"] == "Pod"]
+    assert [pod["spec"]["serviceAccountName"] for pod in workers] == ["mpi-operator"] * 2
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("mpi-operator", "expected NAMESPACE/NAME"),
+        ("Ops/runner", "a namespace"),
+        ("ops/runner/x", "a ServiceAccount name"),
+        ("ops/", "a ServiceAccount name"),
+    ],
+    ids=["without namespace", "namespace not a label", "name with a slash", "empty name"],
+)
+def test_an_operator_account_must_be_namespace_slash_name(
+    capsys: pytest.CaptureFixture[str], value: str, problem: str
+) -> None:
+    err = render_error(capsys, "-f", str(PI), "--operator-account", value)
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"mpi-operator render: --operator-account '{value}': {problem}")

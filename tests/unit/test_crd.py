@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from mpi_operator.api import crd, v2beta1
 from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.validation import parse_mpijob, validate
 from mpi_operator.testing.wrappers import MPIJobWrapper
+from tests.unit.test_accounts import ACCOUNT_FIELDS, LAUNCHER_ACCOUNT_CASES, LAUNCHER_REASON
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "crds" / "kubeflow.org_mpijobs.yaml"
@@ -378,7 +379,12 @@ def test_pod_template_is_kept_whole(schema: Schema) -> None:
     assert template["type"] == "object"
     assert template["x-kubernetes-preserve-unknown-fields"] is True
     assert set(template["properties"]) == {"spec"}
-    assert set(template["properties"]["spec"]["properties"]) == {"containers", "initContainers"}
+    assert set(template["properties"]["spec"]["properties"]) == {
+        "containers",
+        "initContainers",
+        "serviceAccountName",
+        "serviceAccount",
+    }
 
 
 # -- printer columns ------------------------------------------------------------------------
@@ -620,7 +626,7 @@ def all_rules(schema: Schema, path: str = "") -> Iterator[tuple[str, Schema, dic
 
 def test_every_rule_compiles_and_says_what_is_wrong(schema: Schema) -> None:
     rules = list(all_rules(schema))
-    assert len(rules) == 12
+    assert len(rules) == 16
     for path, rule_node, rule in rules:
         _program(rule["rule"])
         assert rule["message"] and "\n" not in rule["message"], path
@@ -1007,6 +1013,23 @@ def test_the_transport_is_immutable(v1_schema: Schema) -> None:
     old = flyte_like().metadata_field("name", "pi").obj()
     new = flyte_like().metadata_field("name", "pi").transport("SSH").obj()
     assert admission_errors(v1_schema, new, old) == ["spec.transport: transport is immutable"]
+
+
+@pytest.mark.parametrize("field", ACCOUNT_FIELDS)
+@pytest.mark.parametrize(("job", "role", "account", "refused"), LAUNCHER_ACCOUNT_CASES)
+def test_the_crd_refuses_the_launcher_accounts_validation_refuses(
+    schema: Schema,
+    v1_schema: Schema,
+    job: Callable[[], MPIJobWrapper],
+    role: str,
+    account: str,
+    refused: bool,
+    field: str,
+) -> None:
+    obj = job().pod_spec_field(role, field, account).obj()
+    path = f"spec.mpiReplicaSpecs[{role}].template.spec.{field}"
+    served = v1_schema if obj["apiVersion"] == c.API_VERSION_V1 else schema
+    assert admission_errors(served, obj) == ([f"{path}: {LAUNCHER_REASON}"] if refused else [])
 
 
 def test_main_container_must_name_a_worker_container() -> None:

@@ -142,6 +142,59 @@ def test_validate_checks_pod_templates_against_the_pod_schema() -> None:
     ]
 
 
+def naming(account: str, namespace: str = "team-a") -> dict[str, Any]:
+    """The small job with its workers running as ``account``."""
+    wire = small_job().to_dict()
+    wire["metadata"]["namespace"] = namespace
+    wire["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["serviceAccountName"] = account
+    return wire
+
+
+WORKER_ACCOUNT = "spec.mpiReplicaSpecs[Worker].template.spec.serviceAccountName"
+
+
+@pytest.mark.parametrize(
+    ("wire", "options"),
+    [
+        (naming("team-a-launcher"), {}),
+        (naming("mpi-operator", "mpi-operator"), {}),
+        (naming("runner", "ops"), {"operator_account": "ops/runner"}),
+    ],
+    ids=["a launcher's account", "the standard install's operator account", "the one given"],
+)
+def test_a_template_naming_a_reserved_account_is_refused_by_path(
+    wire: dict[str, Any], options: dict[str, str]
+) -> None:
+    assert [e.path for e in sdk.validate(wire, **options)] == [WORKER_ACCOUNT]
+    with pytest.raises(sdk.InvalidJobError) as raised:
+        sdk.render(wire, **options)
+    assert [e.path for e in raised.value.errors] == [WORKER_ACCOUNT]
+
+
+@pytest.mark.parametrize(
+    ("wire", "options"),
+    [
+        (naming("mpi-operator"), {}),
+        (naming("mpi-operator", "mpi-operator"), {"operator_account": ""}),
+        (naming("mpi-operator", "mpi-operator"), {"operator_account": "ops/mpi-operator"}),
+    ],
+    ids=["another namespace", "the operator's account unknown", "another operator account"],
+)
+def test_the_operators_account_name_is_accepted_elsewhere(
+    wire: dict[str, Any], options: dict[str, str]
+) -> None:
+    assert sdk.validate(wire, **options) == []
+    assert sdk.render(wire, **options)
+
+
+@pytest.mark.parametrize("account", ["mpi-operator", "a/B", "a/b/c"])
+def test_an_invalid_operator_account_raises_value_error(account: str) -> None:
+    with pytest.raises(ValueError, match="--operator-account"):
+        sdk.validate(small_job(), operator_account=account)
+    with pytest.raises(ValueError, match="--operator-account"):
+        sdk.render(small_job(), operator_account=account)
+
+
 # -- render ----------------------------------------------------------------------------------
 
 

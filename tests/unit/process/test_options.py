@@ -61,6 +61,27 @@ def test_the_watched_namespace_defaults_to_kubeflow_namespace(
 
 
 @pytest.mark.parametrize(
+    ("environ", "account"),
+    [
+        ({"POD_NAMESPACE": "ops", "POD_SERVICE_ACCOUNT": "runner"}, ("ops", "runner")),
+        ({"POD_NAMESPACE": "ops"}, None),
+        ({"POD_SERVICE_ACCOUNT": "runner"}, None),
+        ({"POD_NAMESPACE": "ops", "POD_SERVICE_ACCOUNT": ""}, None),
+        ({}, None),
+    ],
+    ids=["both set", "no account", "no namespace", "empty account", "out of the cluster"],
+)
+def test_the_operators_account_comes_from_the_downward_api(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], account: tuple[str, str] | None
+) -> None:
+    for name in ("POD_NAMESPACE", "POD_SERVICE_ACCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert Options().static_facts().operator_account == account
+
+
+@pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--threadiness=0"], "--threadiness: must be at least 1"),
