@@ -37,7 +37,7 @@ from .clusters import (
     E2ECluster,
     wait_until,
 )
-from .rbac import install_mpijob_crd, service_account_kubeconfig
+from .rbac import install_mpijob_crd, load_manifest, service_account_kubeconfig
 
 OPERATOR_NAMESPACE = "mpi-operator"
 GROUP, VERSION, PLURAL = MPIJOB_RESOURCE
@@ -101,6 +101,10 @@ class OperatorProcess:
         )
         args = operator_command(options, self.extra_args)
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        if self.kubeconfig is None:
+            # What the shipped Deployment passes down (the downward API): the operator's account.
+            env["POD_NAMESPACE"] = OPERATOR_NAMESPACE
+            env["POD_SERVICE_ACCOUNT"] = load_manifest("service-account.yaml")["metadata"]["name"]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO
