@@ -295,6 +295,9 @@ def test_args_are_the_operators_flags(container: Doc, monkeypatch: pytest.Monkey
     assert options.lock_namespace == "$(POD_NAMESPACE)"
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["POD_SERVICE_ACCOUNT"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "spec.serviceAccountName"}
+    }
     assert options.leader_elect is True
     assert options.namespace == ""  # every namespace, as upstream's install
 
