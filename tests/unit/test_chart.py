@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from golden import assert_matches_golden
-from test_deploy import LEADER_ELECTION, base_objects, flatten
+from test_deploy import LEADER_ELECTION, NAMESPACED, base_objects, flatten, kustomize
 
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
 from tests.tools import gang_component_for, gang_component_rules, helm_binary
@@ -277,6 +277,38 @@ def test_namespace_scope_grants_the_same_rules_split_by_scope(
         "containers"
     ][0]["args"]
     assert operator_options(args).namespace == "team-a"
+
+
+def test_namespace_scope_is_the_namespaced_overlay(helm: str) -> None:
+    """rbac.scope=namespace, released into the overlay's namespace, installs the hardened
+    overlay's RBAC and runs the operator with the same flags."""
+    built = kustomize(NAMESPACED)
+    namespace = built[("Deployment", "mpi-operator")]["metadata"]["namespace"]
+    rendered = objects(template(helm, "rbac.scope=namespace", namespace=namespace))
+    rbac_kinds = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    overlay_rbac = {
+        (kind, doc["metadata"].get("namespace", ""), name): doc
+        for (kind, name), doc in built.items()
+        if kind in rbac_kinds
+    }
+    chart_rbac = {key: doc for key, doc in rendered.items() if key[0] in rbac_kinds}
+    assert set(chart_rbac) == set(overlay_rbac)
+    for key, doc in overlay_rbac.items():
+        assert flatten(chart_rbac[key].get("rules") or []) == flatten(doc.get("rules") or []), key
+        for field in ("roleRef", "subjects", "aggregationRule"):
+            assert chart_rbac[key].get(field) == doc.get(field), (key, field)
+    # The kubelet expands $(POD_NAMESPACE) to the namespace the pod runs in.
+    overlay_args, chart_args = (
+        [
+            arg.replace("$(POD_NAMESPACE)", namespace)
+            for arg in operator_container(deployment)["args"]
+        ]
+        for deployment in (
+            built[("Deployment", "mpi-operator")],
+            rendered[("Deployment", namespace, "mpi-operator")],
+        )
+    )
+    assert operator_options(chart_args) == operator_options(overlay_args)
 
 
 def test_the_chart_runs_the_operator_as_the_kustomize_deployment_does(

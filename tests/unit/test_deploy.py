@@ -34,6 +34,7 @@ from tests.tools import rule_permissions as flatten
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "base"
 STANDALONE = ROOT / "deploy" / "overlays" / "standalone"
+NAMESPACED = ROOT / "deploy" / "overlays" / "namespaced"
 LEADER_ELECTION = "mpi-operator-leader-election"
 RENDERED = ROOT / "deploy" / "mpi-operator.yaml"
 CRD = ROOT / "crds" / "kubeflow.org_mpijobs.yaml"
@@ -229,9 +230,8 @@ def test_the_lease_is_granted_by_a_role_of_its_own(objects: dict[tuple[str, str]
     assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [
         ("ServiceAccount", "mpi-operator")
     ]
-    assert not {
-        resource for _, resource, _ in flatten(objects[("ClusterRole", "mpi-operator")]["rules"])
-    } & {"leases"}
+    cluster_wide = flatten(objects[("ClusterRole", "mpi-operator")]["rules"])
+    assert not [grant for grant in cluster_wide if grant[1] == "leases"]
 
 
 def test_each_gang_component_grants_exactly_its_schedulers_needs() -> None:
@@ -578,6 +578,49 @@ def test_a_gang_component_adds_its_rules_and_flag(
     for key, doc in built.items():
         if key not in (("ClusterRole", "mpi-operator"), ("Deployment", "mpi-operator")):
             assert doc == plain[key], key
+
+
+# -- the hardened, namespace-scoped overlay ------------------------------------------------------
+
+
+def test_namespaced_overlay_grants_nothing_outside_its_namespace(
+    objects: dict[tuple[str, str], Doc],
+) -> None:
+    kustomization = load(NAMESPACED / "kustomization.yaml")[0]
+    namespace = kustomization["namespace"]
+    built = kustomize(NAMESPACED)
+    base_role = objects[("ClusterRole", "mpi-operator")]
+    cluster_role = {("ClusterRole", "mpi-operator"), ("ClusterRoleBinding", "mpi-operator")}
+    assert set(built) == (set(objects) - cluster_role) | {
+        ("Role", "mpi-operator"),
+        ("RoleBinding", "mpi-operator"),
+    }
+    # The operator's role: the base's rules, in the one namespace.
+    role = built[("Role", "mpi-operator")]
+    assert role["metadata"]["namespace"] == namespace
+    assert role["rules"] == base_role["rules"]
+    for name in ("mpi-operator", LEADER_ELECTION):
+        binding = built[("RoleBinding", name)]
+        assert binding["metadata"]["namespace"] == namespace
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": name,
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "mpi-operator", "namespace": namespace}
+        ]
+    # Cluster-wide: the CRD and the roles for people only; nothing is bound to the operator.
+    cluster_wide = {key for key, doc in built.items() if "namespace" not in doc["metadata"]}
+    assert cluster_wide == {
+        ("CustomResourceDefinition", "mpijobs.kubeflow.org"),
+        *((kind, name) for kind, name in objects if name.startswith("kubeflow-mpijobs-")),
+    }
+    container = built[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]["containers"][0]
+    options = parsed_options(container)
+    # Both expanded by the kubelet from POD_NAMESPACE: the namespace the pod runs in.
+    assert options.namespace == options.lock_namespace == "$(POD_NAMESPACE)"
+    assert options.gang_scheduling == ""
 
 
 def test_the_reliability_table_lists_exactly_the_granted_verbs(operator_role: Doc) -> None:
