@@ -49,6 +49,12 @@ def gang_components() -> list[Path]:
     return sorted(path.parent for path in GANG_COMPONENTS.glob("gang-*/kustomization.yaml"))
 
 
+def gang_scheduling_values() -> list[str]:
+    """--gang-scheduling values that select each strategy once, and off: the empty value and
+    each component's own."""
+    return ["", *(gang_component_flag(component) for component in gang_components())]
+
+
 def gang_component_for(gang_scheduling: str) -> Path | None:
     """The component that grants what a --gang-scheduling value needs: the one whose own value
     selects the same strategy (any coscheduling scheduler name, say); None without gang

@@ -20,13 +20,14 @@ from kubernetes.client.exceptions import ApiException
 from mpi_operator.api.constants import MPIJOB_RESOURCE as MPIJOBS
 from mpi_operator.operator.options import Options
 from mpi_operator.testing.launch import LOOPBACK, operator_command
+from tests.tools import gang_scheduling_values
 
 from .clusters import SIM, E2ECluster, sim_pod_spec, wait_until
 from .rbac import allowed, bound_service_account, granted_permissions, load_manifest, typed
 
 COSCHEDULING = "scheduler-plugins-scheduler"
 # --gang-scheduling values whose roles are checked: off, and one of each strategy's.
-GANG_SCHEDULERS = ("", "volcano", COSCHEDULING, "koord-scheduler")
+GANG_SCHEDULERS = gang_scheduling_values()
 LEASES = ("coordination.k8s.io", "leases")
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,12 @@ from golden import assert_matches_golden
 from test_deploy import LEADER_ELECTION, NAMESPACED, base_objects, flatten, kustomize
 
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
-from tests.tools import gang_component_for, gang_component_rules, helm_binary
+from tests.tools import (
+    gang_component_for,
+    gang_component_rules,
+    gang_scheduling_values,
+    helm_binary,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "mpi-operator"
@@ -182,7 +187,7 @@ def test_the_chart_installs_the_same_crd(chart: dict[tuple[str, str, str], Doc])
 
 
 # --gang-scheduling values: off, each component's, and another coscheduling scheduler's name.
-GANG_SCHEDULERS = ("", "volcano", "scheduler-plugins-scheduler", "koord-scheduler", "my-scheduler")
+GANG_SCHEDULERS = (*gang_scheduling_values(), "my-scheduler")
 
 
 def gang_rules(gang_scheduling: str) -> set[tuple[str, str, str]]:

@@ -28,6 +28,7 @@ from tests.tools import (
     gang_component_for,
     gang_component_rules,
     gang_components,
+    gang_scheduling_values,
 )
 from tests.tools import rule_permissions as flatten
 
@@ -269,9 +270,7 @@ def test_cluster_role_has_no_wildcards_or_name_limits(operator_role: Doc) -> Non
             assert len(set(rule[field])) == len(rule[field]), f"duplicate in {rule}"
 
 
-@pytest.mark.parametrize(
-    "gang_scheduling", ["", "volcano", "scheduler-plugins-scheduler", "koord-scheduler"]
-)
+@pytest.mark.parametrize("gang_scheduling", gang_scheduling_values())
 def test_every_write_of_a_sync_plan_is_granted(gang_scheduling: str) -> None:
     # Reads the plan's source so that a new write fails here, not in a cluster with RBAC.
     source = (ROOT / "mpi_operator" / "controller" / "plan.py").read_text()
@@ -517,7 +516,7 @@ def test_kubeflow_overlay_installs_into_kubeflows_namespace(
     # Kubeflow creates and owns its namespace; the overlay adds no Namespace object.
     assert set(rendered) == set(objects)
     for (kind, name), doc in rendered.items():
-        if kind in ("ServiceAccount", "Deployment"):
+        if kind in ("ServiceAccount", "Deployment", "Role", "RoleBinding"):
             assert doc["metadata"]["namespace"] == "kubeflow", (kind, name)
     subjects = rendered[("ClusterRoleBinding", "mpi-operator")]["subjects"]
     assert subjects == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": "kubeflow"}]
