@@ -32,6 +32,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 # The clusters, the operator process and the job builders are the e2e tests' own.
+from hack.cluster import RECIPES  # noqa: E402
 from tests.e2e.clusters import ClusterProvider, E2ECluster  # noqa: E402
 from tests.e2e.operator import (  # noqa: E402
     GROUP,
@@ -116,7 +117,11 @@ def run_mode(
     cluster.require_simulation()
     namespace = cluster.create_namespace(f"capacity-{mode}-{uuid.uuid4().hex[:6]}")
     kubeconfig = service_account_kubeconfig(
-        cluster.kubeconfig, namespace, workdir / mode, without=without
+        cluster.kubeconfig,
+        namespace,
+        workdir / mode,
+        without=without,
+        gang_scheduling=RECIPES[flavour].gang_scheduling,
     )
     operator = OperatorProcess(
         cluster, workdir / mode, name=mode, kubeconfig=kubeconfig, lock_namespace=namespace

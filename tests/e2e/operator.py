@@ -1,8 +1,9 @@
 """The operator under test: the real ``mpi-operator`` process against an e2e cluster.
 
 The CRD is installed from ``crds/``; the process runs with a kubeconfig holding the token of
-the shipped ServiceAccount, so it has exactly the shipped ClusterRole's permissions, and it is
-stopped by its pid with SIGTERM, as a kubelet stops it.
+the shipped ServiceAccount, so it has exactly the shipped install's permissions (the ClusterRole,
+the Lease Role in its lock namespace, its gang scheduler's rules), and it is stopped by its pid
+with SIGTERM, as a kubelet stops it.
 """
 
 from __future__ import annotations
@@ -85,8 +86,13 @@ class OperatorProcess:
         kubeconfig = self.kubeconfig
         if kubeconfig is None:
             ensure_namespace(self.cluster, OPERATOR_NAMESPACE)
+            ensure_namespace(self.cluster, self.lock_namespace)
             kubeconfig = service_account_kubeconfig(
-                self.cluster.kubeconfig, OPERATOR_NAMESPACE, self.workdir
+                self.cluster.kubeconfig,
+                OPERATOR_NAMESPACE,
+                self.workdir,
+                gang_scheduling=self.gang_scheduling,
+                lock_namespace=self.lock_namespace,
             )
         options = Options(
             kubeconfig=str(kubeconfig),

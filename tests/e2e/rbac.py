@@ -1,17 +1,22 @@
-"""Run as the shipped ServiceAccount: its ClusterRole, and nothing an admin kubeconfig adds.
+"""Run as the shipped ServiceAccount: its roles, and nothing an admin kubeconfig adds.
 
 :func:`service_account_kubeconfig` applies ``deploy/base``'s ServiceAccount, ClusterRole and
-ClusterRoleBinding (read from the files, so a test exercises exactly what ships) and writes a
-kubeconfig that authenticates with a bound token for that ServiceAccount. A client or an operator
-process given that kubeconfig can do what the ClusterRole allows and is refused the rest, as in a
-real install; an admin kubeconfig would hide a missing rule until production.
+ClusterRoleBinding, its leader-election Role and RoleBinding in the operator's lock namespace,
+and, for a gang scheduler, the rules its ``deploy/components/gang-*`` component adds (read from
+the files, so a test exercises exactly what ships), then writes a kubeconfig that authenticates
+with a bound token for that ServiceAccount. A client or an operator process given that
+kubeconfig can do what those roles allow and is refused the rest, as in a real install; an admin
+kubeconfig would hide a missing rule until production.
 
-The binding is named after the namespace, because a cluster-scoped object shared by two tests
-would end up pointing at one test's ServiceAccount only; remove it with
-:func:`delete_service_account_binding`. :func:`install_mpijob_crd` installs the project's CRD,
-without which there are no MPIJobs to list. :func:`bound_service_account` does all of that for one
-test and waits until the binding holds. :func:`granted_permissions` is what the shipped
-ClusterRole grants, :func:`allowed` the API server's answer for a client's own identity, and
+The bindings are named after the ServiceAccount's namespace, because an object shared by two
+tests would end up pointing at one test's ServiceAccount only; remove them with
+:func:`delete_service_account_binding`. A component's rules are a ClusterRole of their own
+(``mpi-operator-gang-volcano``, say) where the install patches them into the operator's: the same
+permissions, and a cluster's tests with and without gang scheduling do not rewrite each other's
+role. :func:`install_mpijob_crd` installs the project's CRD, without which there are no MPIJobs
+to list. :func:`bound_service_account` does all of that for one test and waits until the
+bindings hold. :func:`granted_permissions` is what the shipped roles grant,
+:func:`allowed` the API server's answer for a client's own identity, and
 :func:`audited_requests` what one identity asked for, read from an API server's audit log.
 """
 
@@ -32,7 +37,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from tests.tools import rule_permissions
+from tests.tools import gang_component_for, gang_component_rules, gang_components, rule_permissions
 
 from .clusters import wait_until
 
@@ -48,17 +53,27 @@ Permission = tuple[str, str, str]
 """(API group, resource or resource/subresource, verb), as a role's rules grant them."""
 
 
-def load_manifest(name: str) -> Manifest:
-    """One object from ``deploy/base/<name>``."""
-    document = yaml.safe_load((DEPLOY_BASE / name).read_text())
-    if not isinstance(document, dict):
-        raise ValueError(f"{DEPLOY_BASE / name}: expected one object")
-    return document
+LEASE_ROLE_FILE = "leader-election-role.yaml"
 
 
-def granted_permissions() -> set[Permission]:
-    """Every permission the shipped ClusterRole grants."""
-    return rule_permissions(load_manifest("cluster-role.yaml")["rules"])
+def load_manifest(name: str, kind: str | None = None) -> Manifest:
+    """One object from ``deploy/base/<name>``: the only one, or the one of ``kind``."""
+    documents = [d for d in yaml.safe_load_all((DEPLOY_BASE / name).read_text()) if d]
+    found = [d for d in documents if isinstance(d, dict) and kind in (None, d.get("kind"))]
+    if len(found) != 1:
+        raise ValueError(f"{DEPLOY_BASE / name}: expected one {kind or 'object'}")
+    return found[0]
+
+
+def granted_permissions(gang_scheduling: str = "") -> set[Permission]:
+    """Every permission the shipped install grants with that ``--gang-scheduling``: its
+    ClusterRole, its Lease Role (in the lock namespace only) and the scheduler's component."""
+    granted = rule_permissions(load_manifest("cluster-role.yaml")["rules"])
+    granted |= rule_permissions(load_manifest(LEASE_ROLE_FILE, "Role")["rules"])
+    component = gang_component_for(gang_scheduling)
+    if component is not None:
+        granted |= rule_permissions(gang_component_rules(component))
+    return granted
 
 
 def allowed(api: k8s.ApiClient, group: str, resource: str, verb: str, namespace: str) -> bool:
@@ -126,8 +141,36 @@ def audited_requests(log: Path, offset: int, username: str) -> AuditedRequests:
     return found
 
 
-def binding_name(namespace: str) -> str:
-    return f"{load_manifest('cluster-role-binding.yaml')['metadata']['name']}-{namespace}"
+def binding_name(namespace: str, role: str | None = None) -> str:
+    """The harness's binding of ``role`` (the shipped ClusterRole's name when None) for the
+    ServiceAccount in ``namespace``."""
+    if role is None:
+        role = load_manifest("cluster-role-binding.yaml")["metadata"]["name"]
+    return f"{role}-{namespace}"
+
+
+def gang_role_name(component: Path) -> str:
+    """The harness's ClusterRole of a gang component's rules: ``mpi-operator-gang-volcano``."""
+    return f"{load_manifest('cluster-role.yaml')['metadata']['name']}-{component.name}"
+
+
+def bind_to(binding: Manifest, role: Manifest, namespace: str) -> Manifest:
+    """``binding``, named for the ServiceAccount in ``namespace``, of ``role``, to it."""
+    binding["metadata"]["name"] = binding_name(namespace, binding["metadata"]["name"])
+    binding["roleRef"]["name"] = role["metadata"]["name"]
+    for subject in binding["subjects"]:
+        if subject.get("kind") == "ServiceAccount":
+            subject["namespace"] = namespace
+    return binding
+
+
+def narrowed(role: Manifest, without: tuple[str, ...]) -> Manifest:
+    """``role`` without the rules of ``without``'s resources, under a name of its own (the
+    shipped one is left as it is)."""
+    if without:
+        role["metadata"]["name"] += "-without-" + "-".join(without)
+        role["rules"] = [r for r in role["rules"] if not set(r["resources"]) & set(without)]
+    return role
 
 
 def service_account_kubeconfig(
@@ -137,25 +180,37 @@ def service_account_kubeconfig(
     *,
     token_seconds: int = TOKEN_SECONDS,
     without: tuple[str, ...] = (),
+    gang_scheduling: str = "",
+    lock_namespace: str | None = None,
 ) -> Path:
     """Apply the shipped RBAC with its ServiceAccount in ``namespace``; return a kubeconfig
     for that ServiceAccount against the same API server (written under ``workdir``).
 
-    ``without``: resources whose rules are left out, in a ClusterRole of its own name (the
-    shipped one is left as it is), to see how the operator copes with a narrower role."""
+    ``gang_scheduling``: the operator's ``--gang-scheduling``, whose component's rules are
+    bound too. ``lock_namespace``: where the operator keeps its Lease (the Deployment's
+    ``$(POD_NAMESPACE)``: ``namespace``, unless set), the only namespace its Lease Role is
+    bound in; it must exist. ``without``: resources whose rules are left out, in roles of their
+    own names, to see how the operator copes with narrower ones."""
+    lock_namespace = lock_namespace or namespace
     account = load_manifest("service-account.yaml")
-    role = load_manifest("cluster-role.yaml")
-    binding = load_manifest("cluster-role-binding.yaml")
-    if without:
-        role["metadata"]["name"] += "-without-" + "-".join(without)
-        role["rules"] = [r for r in role["rules"] if not set(r["resources"]) & set(without)]
-        binding["roleRef"]["name"] = role["metadata"]["name"]
     account_name = account["metadata"]["name"]
     account["metadata"]["namespace"] = namespace
-    binding["metadata"]["name"] = binding_name(namespace)
-    for subject in binding["subjects"]:
-        if subject.get("kind") == "ServiceAccount":
-            subject["namespace"] = namespace
+    role = narrowed(load_manifest("cluster-role.yaml"), without)
+    cluster_roles = [(role, bind_to(load_manifest("cluster-role-binding.yaml"), role, namespace))]
+    component = gang_component_for(gang_scheduling)
+    if component is not None:
+        gang_role = {
+            "apiVersion": role["apiVersion"],
+            "kind": "ClusterRole",
+            "metadata": {"name": gang_role_name(component)},
+            "rules": gang_component_rules(component),
+        }
+        gang_role = narrowed(gang_role, without)
+        gang_binding = load_manifest("cluster-role-binding.yaml")
+        gang_binding["metadata"]["name"] = gang_role_name(component)
+        cluster_roles.append((gang_role, bind_to(gang_binding, gang_role, namespace)))
+    lease_role = narrowed(load_manifest(LEASE_ROLE_FILE, "Role"), without)
+    lease_binding = bind_to(load_manifest(LEASE_ROLE_FILE, "RoleBinding"), lease_role, namespace)
 
     api = _admin_client(cluster_kubeconfig_path)
     try:
@@ -163,19 +218,34 @@ def service_account_kubeconfig(
         rbac = k8s.RbacAuthorizationV1Api(api)
         with _exists_ok():
             core.create_namespaced_service_account(namespace, typed(k8s.V1ServiceAccount, account))
+        for cluster_role, cluster_role_binding in cluster_roles:
+            _create_or_replace(
+                k8s.V1ClusterRole,
+                rbac.create_cluster_role,
+                rbac.read_cluster_role,
+                rbac.replace_cluster_role,
+                cluster_role,
+            )
+            _create_or_replace(
+                k8s.V1ClusterRoleBinding,
+                rbac.create_cluster_role_binding,
+                rbac.read_cluster_role_binding,
+                rbac.replace_cluster_role_binding,
+                cluster_role_binding,
+            )
         _create_or_replace(
-            k8s.V1ClusterRole,
-            rbac.create_cluster_role,
-            rbac.read_cluster_role,
-            rbac.replace_cluster_role,
-            role,
+            k8s.V1Role,
+            lambda body: rbac.create_namespaced_role(lock_namespace, body),
+            lambda name: rbac.read_namespaced_role(name, lock_namespace),
+            lambda name, body: rbac.replace_namespaced_role(name, lock_namespace, body),
+            lease_role,
         )
         _create_or_replace(
-            k8s.V1ClusterRoleBinding,
-            rbac.create_cluster_role_binding,
-            rbac.read_cluster_role_binding,
-            rbac.replace_cluster_role_binding,
-            binding,
+            k8s.V1RoleBinding,
+            lambda body: rbac.create_namespaced_role_binding(lock_namespace, body),
+            lambda name: rbac.read_namespaced_role_binding(name, lock_namespace),
+            lambda name, body: rbac.replace_namespaced_role_binding(name, lock_namespace, body),
+            lease_binding,
         )
     finally:
         api.close()  # type: ignore[no-untyped-call]
@@ -232,40 +302,68 @@ def token_kubeconfig(
 
 @contextlib.contextmanager
 def bound_service_account(
-    cluster_kubeconfig_path: str, admin: k8s.ApiClient, namespace: str, workdir: Path
+    cluster_kubeconfig_path: str,
+    admin: k8s.ApiClient,
+    namespace: str,
+    workdir: Path,
+    *,
+    gang_scheduling: str = "",
+    lock_namespace: str | None = None,
 ) -> Iterator[Path]:
     """The MPIJob CRD installed and the shipped RBAC applied with its ServiceAccount in
-    ``namespace``: a kubeconfig for that ServiceAccount, once the API server authorizes with
-    the new binding (its authorizer learns of it a moment later, and a request refused
-    meanwhile would read as the role's refusal). The binding goes afterwards."""
+    ``namespace`` (``service_account_kubeconfig``'s options): a kubeconfig for that
+    ServiceAccount, once the API server authorizes with the new bindings (its authorizer
+    learns of them a moment later, and a request refused meanwhile would read as the role's
+    refusal). The bindings go afterwards."""
+    lock_namespace = lock_namespace or namespace
     install_mpijob_crd(admin)
     try:
-        kubeconfig = service_account_kubeconfig(cluster_kubeconfig_path, namespace, workdir)
+        kubeconfig = service_account_kubeconfig(
+            cluster_kubeconfig_path,
+            namespace,
+            workdir,
+            gang_scheduling=gang_scheduling,
+            lock_namespace=lock_namespace,
+        )
         api: k8s.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=str(kubeconfig)
         )
         try:
             wait_until(
-                lambda: allowed(api, "kubeflow.org", "mpijobs", "list", namespace),
+                lambda: (
+                    allowed(api, "kubeflow.org", "mpijobs", "list", namespace)
+                    and allowed(api, "coordination.k8s.io", "leases", "update", lock_namespace)
+                ),
                 10,
-                message="the ClusterRoleBinding to take effect",
+                message="the bindings to take effect",
             )
         finally:
             api.close()  # type: ignore[no-untyped-call]
         yield kubeconfig
     finally:
-        delete_service_account_binding(cluster_kubeconfig_path, namespace)
+        delete_service_account_binding(cluster_kubeconfig_path, namespace, lock_namespace)
 
 
-def delete_service_account_binding(cluster_kubeconfig_path: str, namespace: str) -> None:
-    """Remove the binding :func:`service_account_kubeconfig` made for ``namespace``.
+def delete_service_account_binding(
+    cluster_kubeconfig_path: str, namespace: str, lock_namespace: str | None = None
+) -> None:
+    """Remove the bindings :func:`service_account_kubeconfig` made for ``namespace``
+    (``lock_namespace`` as given to it).
 
-    The ServiceAccount goes with its namespace; the ClusterRole stays, as other namespaces'
-    bindings may use it."""
+    The ServiceAccount goes with its namespace; the roles stay, as other namespaces'
+    bindings may use them."""
+    lock_namespace = lock_namespace or namespace
+    lease_binding = load_manifest(LEASE_ROLE_FILE, "RoleBinding")["metadata"]["name"]
     api = _admin_client(cluster_kubeconfig_path)
     try:
+        rbac = k8s.RbacAuthorizationV1Api(api)
+        for role in (None, *(gang_role_name(component) for component in gang_components())):
+            with contextlib.suppress(ApiException):
+                rbac.delete_cluster_role_binding(binding_name(namespace, role))
         with contextlib.suppress(ApiException):
-            k8s.RbacAuthorizationV1Api(api).delete_cluster_role_binding(binding_name(namespace))
+            rbac.delete_namespaced_role_binding(
+                binding_name(namespace, lease_binding), lock_namespace
+            )
     finally:
         api.close()  # type: ignore[no-untyped-call]
 

@@ -799,7 +799,13 @@ def test_an_operator_refused_nodes_says_so_once_and_serves_without_nudges(
     gang: Gang, ns: str, tmp_path: Path
 ) -> None:
     c = gang.cluster
-    kubeconfig = service_account_kubeconfig(c.kubeconfig, ns, tmp_path, without=("nodes",))
+    kubeconfig = service_account_kubeconfig(
+        c.kubeconfig,
+        ns,
+        tmp_path,
+        without=("nodes",),
+        gang_scheduling=gang.operator.gang_scheduling,
+    )
     try:
         wait_until(
             lambda: may_list_mpijobs(kubeconfig, ns), 10, message="the binding to take effect"

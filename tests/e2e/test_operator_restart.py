@@ -98,7 +98,15 @@ def test_a_missing_lease_namespace_is_an_error_with_the_fix_and_keeps_the_operat
     cluster: E2ECluster, namespace: str, tmp_path: Path
 ) -> None:
     lock_namespace = f"no-lock-{uuid.uuid4().hex[:6]}"
-    operator = OperatorProcess(cluster, tmp_path, extra_args=[f"--lock-namespace={lock_namespace}"])
+    # The admin's credentials, as in the README's local run: the shipped Lease Role is bound in
+    # the lock namespace alone, so with the shipped ServiceAccount a namespace that does not
+    # exist (and can hold no binding) answers 403 before it could answer 404.
+    operator = OperatorProcess(
+        cluster,
+        tmp_path,
+        kubeconfig=Path(cluster.kubeconfig),
+        extra_args=[f"--lock-namespace={lock_namespace}"],
+    )
     operator.start(wait_ready=False)
     try:
 

@@ -1,13 +1,14 @@
-"""The shipped ClusterRole, bound to the shipped ServiceAccount, on a real API server: it allows
-what the operator does (including the resume path's jobs/status write, which upstream's role
-lacks) and refuses everything else."""
+"""The shipped roles, bound to the shipped ServiceAccount, on a real API server: they allow what
+the operator does (including the resume path's jobs/status write, which upstream's role lacks)
+and refuse everything else; a gang scheduler's rules only with that scheduler, and the Lease in
+the operator's lock namespace only."""
 
 from __future__ import annotations
 
 import os
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,15 @@ from kubernetes.client.exceptions import ApiException
 from mpi_operator.api.constants import MPIJOB_RESOURCE as MPIJOBS
 from mpi_operator.operator.options import Options
 from mpi_operator.testing.launch import LOOPBACK, operator_command
+from tests.tools import gang_scheduling_values
 
 from .clusters import SIM, E2ECluster, sim_pod_spec, wait_until
 from .rbac import allowed, bound_service_account, granted_permissions, load_manifest, typed
+
+COSCHEDULING = "scheduler-plugins-scheduler"
+# --gang-scheduling values whose roles are checked: off, and one of each strategy's.
+GANG_SCHEDULERS = gang_scheduling_values()
+LEASES = ("coordination.k8s.io", "leases")
 
 pytestmark = pytest.mark.e2e
 
@@ -37,9 +44,39 @@ NOT_GRANTED = (
 
 
 @pytest.fixture
-def operator_kubeconfig(cluster: E2ECluster, namespace: str, tmp_path: Path) -> Iterator[Path]:
-    """A kubeconfig for the operator's ServiceAccount, bound to the shipped ClusterRole."""
-    with bound_service_account(cluster.kubeconfig, cluster.api, namespace, tmp_path) as path:
+def gang_scheduling() -> str:
+    """The operator's --gang-scheduling whose rules are bound; a test parametrizes it."""
+    return ""
+
+
+@pytest.fixture
+def lock_namespace(
+    request: pytest.FixtureRequest,
+    cluster: E2ECluster,
+    namespace: str,
+    namespace_factory: Callable[[E2ECluster], str],
+) -> str:
+    """Where the operator's Lease lives: its own namespace, as the Deployment puts it, or,
+    parametrized indirectly with "elsewhere", a namespace of its own (the chart's
+    operator.lockNamespace)."""
+    if getattr(request, "param", "own") == "elsewhere":
+        return namespace_factory(cluster)
+    return namespace
+
+
+@pytest.fixture
+def operator_kubeconfig(
+    cluster: E2ECluster, namespace: str, tmp_path: Path, gang_scheduling: str, lock_namespace: str
+) -> Iterator[Path]:
+    """A kubeconfig for the operator's ServiceAccount, bound to the shipped roles."""
+    with bound_service_account(
+        cluster.kubeconfig,
+        cluster.api,
+        namespace,
+        tmp_path,
+        gang_scheduling=gang_scheduling,
+        lock_namespace=lock_namespace,
+    ) as path:
         yield path
 
 
@@ -110,13 +147,17 @@ def test_lists_mpijobs_everywhere_and_manages_pods(
     core.delete_namespaced_pod("worker", namespace, grace_period_seconds=0)
 
 
-def test_nodes_are_listed_and_nothing_else(
-    cluster: E2ECluster, operator_api: k8s.ApiClient
+@pytest.mark.parametrize("gang_scheduling", ["", COSCHEDULING])
+def test_nodes_are_listed_with_coscheduling_only_and_nothing_else(
+    cluster: E2ECluster, operator_api: k8s.ApiClient, gang_scheduling: str
 ) -> None:
     nodes = cluster.to_dict(cluster.core.list_node())["items"]
     node = nodes[0]["metadata"]["name"]
     core = k8s.CoreV1Api(operator_api)
-    assert node in {n.metadata.name for n in core.list_node().items}
+    if gang_scheduling:
+        assert node in {n.metadata.name for n in core.list_node().items}
+    else:
+        forbidden(core.list_node)
     forbidden(core.read_node, node)
     forbidden(core.patch_node, node, {"spec": {"unschedulable": True}})
     forbidden(core.delete_node, node)
@@ -176,11 +217,14 @@ def test_resume_path_clears_the_launcher_start_time(
     forbidden(batch.delete_namespaced_job, "launcher", namespace)
 
 
-def test_server_grants_exactly_the_cluster_role(
-    operator_api: k8s.ApiClient, namespace: str
+@pytest.mark.parametrize("gang_scheduling", GANG_SCHEDULERS)
+def test_server_grants_exactly_the_shipped_roles(
+    operator_api: k8s.ApiClient, namespace: str, gang_scheduling: str
 ) -> None:
-    granted = granted_permissions()
-    resources = {(group, resource) for group, resource, _ in granted} | set(NOT_GRANTED)
+    granted = granted_permissions(gang_scheduling)
+    # Every resource any scheduler's rules name: those of other schedulers must be refused.
+    every = set().union(*(granted_permissions(name) for name in GANG_SCHEDULERS))
+    resources = {(group, resource) for group, resource, _ in every} | set(NOT_GRANTED)
     wrong = [
         f"{verb} {group or 'core'}/{resource}: {'allowed' if answer else 'refused'}"
         for group, resource in sorted(resources)
@@ -189,6 +233,64 @@ def test_server_grants_exactly_the_cluster_role(
         != ((group, resource, verb) in granted)
     ]
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("gang_scheduling", GANG_SCHEDULERS)
+def test_leases_only_in_the_lock_namespace(
+    cluster: E2ECluster,
+    operator_api: k8s.ApiClient,
+    namespace: str,
+    namespace_factory: Callable[[E2ECluster], str],
+    gang_scheduling: str,
+) -> None:
+    """The Lease Role is bound in the lock namespace alone: no Lease of kube-system's (the
+    control plane's leaders), of another namespace or of the whole cluster can be read or
+    written with the operator's token, whatever the gang scheduler."""
+    lock = namespace
+    elsewhere = namespace_factory(cluster)
+    may = {verb: allowed(operator_api, *LEASES, verb, lock) for verb in VERBS}
+    assert {verb for verb, answer in may.items() if answer} == {"get", "create", "update"}
+    for other in ("kube-system", "default", elsewhere, ""):
+        granted = [verb for verb in VERBS if allowed(operator_api, *LEASES, verb, other)]
+        assert not granted, f"{granted} on leases in {other or 'every namespace'}"
+    # The same question asked by an admin on the ServiceAccount's behalf.
+    account = load_manifest("service-account.yaml")["metadata"]["name"]
+    for other, expected in (("kube-system", False), (elsewhere, False), (lock, True)):
+        assert subject_may(cluster, namespace, account, "update", other) is expected, other
+    # A real write: refused in kube-system, accepted in the lock namespace.
+    coordination = k8s.CoordinationV1Api(operator_api)
+    lease = {"metadata": {"name": "rbac-probe"}, "spec": {"holderIdentity": "rbac-probe"}}
+    forbidden(coordination.create_namespaced_lease, "kube-system", typed(k8s.V1Lease, lease))
+    forbidden(coordination.read_namespaced_lease, "kube-scheduler", "kube-system")
+    coordination.create_namespaced_lease(lock, typed(k8s.V1Lease, lease))
+    probe = coordination.read_namespaced_lease("rbac-probe", lock)
+    assert probe.spec.holder_identity == "rbac-probe"
+
+
+@pytest.mark.parametrize("lock_namespace", ["elsewhere"], indirect=True)
+def test_the_lease_role_follows_a_lock_namespace_elsewhere(
+    operator_api: k8s.ApiClient, namespace: str, lock_namespace: str
+) -> None:
+    """With --lock-namespace elsewhere (the chart's operator.lockNamespace), the Lease is
+    granted there and not in the operator's own namespace."""
+    for verb in ("get", "create", "update"):
+        assert allowed(operator_api, *LEASES, verb, lock_namespace), verb
+        assert not allowed(operator_api, *LEASES, verb, namespace), verb
+
+
+def subject_may(cluster: E2ECluster, namespace: str, account: str, verb: str, where: str) -> bool:
+    """A SubjectAccessReview for the ServiceAccount, asked with the admin's credentials."""
+    review = k8s.V1SubjectAccessReview(
+        spec=k8s.V1SubjectAccessReviewSpec(
+            user=f"system:serviceaccount:{namespace}:{account}",
+            groups=["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+            resource_attributes=k8s.V1ResourceAttributes(
+                group=LEASES[0], resource=LEASES[1], verb=verb, namespace=where
+            ),
+        )
+    )
+    answer = k8s.AuthorizationV1Api(cluster.api).create_subject_access_review(review)
+    return bool(answer.status and answer.status.allowed)
 
 
 def test_operator_drives_a_job_under_the_role(

@@ -1,8 +1,9 @@
-"""Every verb the shipped ClusterRole grants is one the operator asks for.
+"""Every verb the shipped roles grant is one the operator asks for.
 
 The local clusters' API servers log, at Metadata level, every request of a ServiceAccount in
 ``AUDITED_NAMESPACE`` (clusters.py). On the default, Volcano and coscheduling clusters the
-operator runs as the shipped ServiceAccount there, bound to the shipped ClusterRole, and is
+operator runs as the shipped ServiceAccount there, bound to the shipped roles (the ClusterRole,
+the Lease Role in its lock namespace, the flavour's gang component), and is
 driven through the paths that need the grants: it adopts children an earlier version left
 without its label (create meets AlreadyExists, get, update), runs, suspends, resumes and
 suspends a job again (pods deleted, the launcher Job suspended and resumed, its start time
@@ -30,6 +31,7 @@ import pytest
 from kubernetes import client as k8s
 
 from gang import capacity_nudge_of, select_gang_scheduler
+from hack.cluster import RECIPES
 from mpi_operator.api import constants as c
 from mpi_operator.api.constants import MPIJOB_RESOURCE
 from mpi_operator.sdk import render
@@ -123,7 +125,7 @@ def test_the_operator_asks_only_for_what_the_role_grants(
     assert not requests.refused, f"refused: {sorted(requests.refused)}"
     assert not requests.undecided, f"no authorization decision logged: {requests.undecided}"
     # Nothing rests on the roles every ServiceAccount has (discovery, self-reviews).
-    beyond = requests.allowed - granted_permissions()
+    beyond = requests.allowed - granted_permissions(RECIPES[flavour].gang_scheduling)
     assert not beyond, f"allowed by some other role: {sorted(beyond)}"
 
 
@@ -132,7 +134,9 @@ def test_the_operator_asks_only_for_what_the_role_grants(
 def test_every_granted_verb_is_asked_for_by_the_operator(
     audited: Callable[[str], AuditedRequests],
 ) -> None:
-    granted = granted_permissions()
+    granted = set().union(
+        *(granted_permissions(RECIPES[flavour].gang_scheduling) for flavour in FLAVOURS)
+    )
     asked: set[Permission] = set().union(*(audited(flavour).allowed for flavour in FLAVOURS))
     unused = granted - asked - set(NOT_REQUESTED)
     assert not unused, "granted, and asked for by no code path the test drives: " + ", ".join(
@@ -156,15 +160,20 @@ def drive(cluster: E2ECluster, workdir: Path) -> AuditedRequests:
     namespace = cluster.create_namespace(f"rbac-verbs-{uuid.uuid4().hex[:6]}")
     try:
         with bound_service_account(
-            cluster.kubeconfig, cluster.api, AUDITED_NAMESPACE, workdir
+            cluster.kubeconfig,
+            cluster.api,
+            AUDITED_NAMESPACE,
+            workdir,
+            gang_scheduling=RECIPES[cluster.flavour].gang_scheduling,
+            # A fresh namespace has no Lease yet, whatever ran on the cluster before: the
+            # operator creates one, as on a new install.
+            lock_namespace=namespace,
         ) as kubeconfig:
             operator = OperatorProcess(
                 cluster,
                 workdir,
                 name=f"audited-{cluster.flavour}",
                 kubeconfig=kubeconfig,
-                # A fresh namespace has no Lease yet, whatever ran on the cluster before: the
-                # operator creates one, as on a new install.
                 lock_namespace=namespace,
                 # Other tests' jobs on the shared cluster are not this operator's business.
                 extra_args=[f"--namespace={namespace}"],
@@ -337,8 +346,15 @@ def adopt_run_suspend_resume_and_suspend_again(
 
     wait_for_condition(cluster, namespace, "exec", "Running", operator=operator)
     suspend(cluster, namespace, "exec", True)
+    # Only the job's binding goes: the namespace keeps the operator's own Lease binding (it is
+    # the lock namespace).
+    exec_bindings = {name for kind, name in planted if kind == "RoleBinding"}
+    assert exec_bindings
     wait_until(
-        lambda: not cluster.rbac.list_namespaced_role_binding(namespace).items,
+        lambda: (
+            not exec_bindings
+            & {b.metadata.name for b in cluster.rbac.list_namespaced_role_binding(namespace).items}
+        ),
         60,
         message=lambda: f"the suspended v1 job's exec access to go:\n{operator.log_tail()}",
     )

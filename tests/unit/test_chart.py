@@ -12,10 +12,15 @@ from typing import Any
 import pytest
 import yaml
 from golden import assert_matches_golden
-from test_deploy import base_objects, flatten
+from test_deploy import LEADER_ELECTION, NAMESPACED, base_objects, flatten, kustomize
 
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
-from tests.tools import helm_binary
+from tests.tools import (
+    gang_component_for,
+    gang_component_rules,
+    gang_scheduling_values,
+    helm_binary,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "mpi-operator"
@@ -52,6 +57,12 @@ def objects(text: str) -> dict[tuple[str, str, str], Doc]:
         key = (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"])
         assert key not in found, f"{key} rendered twice"
         found[key] = doc
+    return found
+
+
+def operator_container(deployment: Doc) -> Doc:
+    """The operator's container of a Deployment."""
+    found: Doc = deployment["spec"]["template"]["spec"]["containers"][0]
     return found
 
 
@@ -94,6 +105,15 @@ def test_lint_is_clean(helm: str) -> None:
         (
             "namespace-scope",
             ("rbac.scope=namespace", "operator.namespace=team-a", "rbac.userRoles=false"),
+        ),
+        (
+            "namespace-scope-gang",
+            (
+                "rbac.scope=namespace",
+                "operator.namespace=team-a",
+                "rbac.userRoles=false",
+                "operator.gangScheduling=scheduler-plugins-scheduler",
+            ),
         ),
         (
             "every-value",
@@ -167,10 +187,43 @@ def test_the_chart_installs_the_same_crd(chart: dict[tuple[str, str, str], Doc])
     assert chart[("CustomResourceDefinition", "", "mpijobs.kubeflow.org")] == crd
 
 
-def test_the_chart_grants_what_the_kustomize_role_grants(
+# --gang-scheduling values: off, each component's, and another coscheduling scheduler's name.
+GANG_SCHEDULERS = (*gang_scheduling_values(), "my-scheduler")
+
+
+def gang_rules(gang_scheduling: str) -> set[tuple[str, str, str]]:
+    """What the kustomize install adds for a scheduler: its component's rules."""
+    component = gang_component_for(gang_scheduling)
+    return flatten(gang_component_rules(component)) if component is not None else set()
+
+
+@pytest.mark.parametrize("gang_scheduling", GANG_SCHEDULERS)
+def test_the_chart_grants_what_the_kustomize_install_grants(
+    helm: str, base: dict[tuple[str, str], Doc], gang_scheduling: str
+) -> None:
+    chart = objects(template(helm, f"operator.gangScheduling={gang_scheduling}"))
+    operator_role = flatten(chart[("ClusterRole", "", "mpi-operator")]["rules"])
+    expected = flatten(base[("ClusterRole", "mpi-operator")]["rules"]) | gang_rules(gang_scheduling)
+    assert operator_role == expected, (
+        f"only the chart's: {sorted(operator_role - expected)}; "
+        f"only kustomize's: {sorted(expected - operator_role)}"
+    )
+    # The Lease: a Role of its own in the release namespace, the pod's.
+    lease_role = chart[("Role", "mpi-operator", LEADER_ELECTION)]
+    assert flatten(lease_role["rules"]) == flatten(base[("Role", LEADER_ELECTION)]["rules"])
+    lease_binding = chart[("RoleBinding", "mpi-operator", LEADER_ELECTION)]
+    assert lease_binding["roleRef"] == base[("RoleBinding", LEADER_ELECTION)]["roleRef"]
+    assert lease_binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "mpi-operator", "namespace": "mpi-operator"}
+    ]
+    container = operator_container(chart[("Deployment", "mpi-operator", "mpi-operator")])
+    assert operator_options(container["args"]).gang_scheduling == gang_scheduling
+
+
+def test_the_chart_ships_the_kustomize_user_roles(
     chart: dict[tuple[str, str, str], Doc], base: dict[tuple[str, str], Doc]
 ) -> None:
-    for name in ("mpi-operator", "kubeflow-mpijobs-edit", "kubeflow-mpijobs-view"):
+    for name in ("kubeflow-mpijobs-edit", "kubeflow-mpijobs-view"):
         rendered = chart[("ClusterRole", "", name)]
         assert flatten(rendered["rules"]) == flatten(base[("ClusterRole", name)]["rules"]), name
     for name in ("kubeflow-mpijobs-admin", "kubeflow-mpijobs-edit", "kubeflow-mpijobs-view"):
@@ -185,32 +238,83 @@ def test_the_chart_grants_what_the_kustomize_role_grants(
     ]
 
 
+@pytest.mark.parametrize("gang_scheduling", GANG_SCHEDULERS)
 def test_namespace_scope_grants_the_same_rules_split_by_scope(
-    helm: str, base: dict[tuple[str, str], Doc]
+    helm: str, base: dict[tuple[str, str], Doc], gang_scheduling: str
 ) -> None:
-    rendered = objects(template(helm, "rbac.scope=namespace", "operator.namespace=team-a"))
+    rendered = objects(
+        template(
+            helm,
+            "rbac.scope=namespace",
+            "operator.namespace=team-a",
+            f"operator.gangScheduling={gang_scheduling}",
+        )
+    )
     roles = {key: doc for key, doc in rendered.items() if key[0] in ("Role", "ClusterRole")}
     operator_roles = {k: v for k, v in roles.items() if not k[2].startswith("kubeflow-")}
+    cluster_role = ("ClusterRole", "", "mpi-operator-mpi-operator")
+    lease_role = ("Role", "mpi-operator", LEADER_ELECTION)
+    # A ClusterRole only for what a gang scheduler reads cluster-wide; none without one.
     assert set(operator_roles) == {
-        ("ClusterRole", "", "mpi-operator-mpi-operator"),
         ("Role", "team-a", "mpi-operator"),
-        ("Role", "mpi-operator", "mpi-operator"),
+        lease_role,
+        *([cluster_role] if gang_scheduling else []),
     }
     granted = set().union(*(flatten(doc["rules"]) for doc in operator_roles.values()))
-    assert granted == flatten(base[("ClusterRole", "mpi-operator")]["rules"])
-    lease_role = flatten(operator_roles[("Role", "mpi-operator", "mpi-operator")]["rules"])
-    assert {resource for _, resource, _ in lease_role} == {"leases"}
-    cluster_wide = flatten(
-        operator_roles[("ClusterRole", "", "mpi-operator-mpi-operator")]["rules"]
+    assert granted == (
+        flatten(base[("ClusterRole", "mpi-operator")]["rules"])
+        | flatten(base[("Role", LEADER_ELECTION)]["rules"])
+        | gang_rules(gang_scheduling)
     )
-    assert {resource for _, resource, _ in cluster_wide} == {"nodes", "priorityclasses", "queues"}
-    for namespace in ("team-a", "mpi-operator"):
-        binding = rendered[("RoleBinding", namespace, "mpi-operator")]
+    assert {resource for _, resource, _ in flatten(operator_roles[lease_role]["rules"])} == {
+        "leases"
+    }
+    if gang_scheduling:
+        cluster_wide = flatten(operator_roles[cluster_role]["rules"])
+        assert {resource for _, resource, _ in cluster_wide} <= {
+            "nodes",
+            "priorityclasses",
+            "queues",
+        }
+    for namespace, name in (("team-a", "mpi-operator"), ("mpi-operator", LEADER_ELECTION)):
+        binding = rendered[("RoleBinding", namespace, name)]
         assert binding["subjects"][0]["namespace"] == "mpi-operator"
     args = rendered[("Deployment", "mpi-operator", "mpi-operator")]["spec"]["template"]["spec"][
         "containers"
     ][0]["args"]
     assert operator_options(args).namespace == "team-a"
+
+
+def test_namespace_scope_is_the_namespaced_overlay(helm: str) -> None:
+    """rbac.scope=namespace, released into the overlay's namespace, installs the hardened
+    overlay's RBAC and runs the operator with the same flags."""
+    built = kustomize(NAMESPACED)
+    namespace = built[("Deployment", "mpi-operator")]["metadata"]["namespace"]
+    rendered = objects(template(helm, "rbac.scope=namespace", namespace=namespace))
+    rbac_kinds = ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
+    overlay_rbac = {
+        (kind, doc["metadata"].get("namespace", ""), name): doc
+        for (kind, name), doc in built.items()
+        if kind in rbac_kinds
+    }
+    chart_rbac = {key: doc for key, doc in rendered.items() if key[0] in rbac_kinds}
+    assert set(chart_rbac) == set(overlay_rbac)
+    for key, doc in overlay_rbac.items():
+        assert flatten(chart_rbac[key].get("rules") or []) == flatten(doc.get("rules") or []), key
+        for field in ("roleRef", "subjects", "aggregationRule"):
+            assert chart_rbac[key].get(field) == doc.get(field), (key, field)
+    # The kubelet expands $(POD_NAMESPACE) to the namespace the pod runs in.
+    overlay_args, chart_args = (
+        [
+            arg.replace("$(POD_NAMESPACE)", namespace)
+            for arg in operator_container(deployment)["args"]
+        ]
+        for deployment in (
+            built[("Deployment", "mpi-operator")],
+            rendered[("Deployment", namespace, "mpi-operator")],
+        )
+    )
+    assert operator_options(chart_args) == operator_options(overlay_args)
 
 
 def test_the_chart_runs_the_operator_as_the_kustomize_deployment_does(
@@ -259,9 +363,7 @@ def test_the_values_reach_the_operators_flags(helm: str) -> None:
             "operator.healthPort=9101",
         )
     )
-    container = rendered[("Deployment", "mpi-operator", "mpi-operator")]["spec"]["template"][
-        "spec"
-    ]["containers"][0]
+    container = operator_container(rendered[("Deployment", "mpi-operator", "mpi-operator")])
     assert operator_options(container["args"]) == Options(
         namespace="",
         threadiness=8,
@@ -279,6 +381,18 @@ def test_the_values_reach_the_operators_flags(helm: str) -> None:
         verbosity=3,
     )
     assert [p["containerPort"] for p in container["ports"]] == [9101, 9100]
+    # Without leader election there is no Lease, and no right to one.
+    assert not [key for key in rendered if key[2] == LEADER_ELECTION]
+
+
+def test_the_lease_role_follows_the_lock_namespace(helm: str) -> None:
+    rendered = objects(template(helm, "operator.lockNamespace=locks"))
+    leases = {key for key in rendered if key[2] == LEADER_ELECTION}
+    assert leases == {("Role", "locks", LEADER_ELECTION), ("RoleBinding", "locks", LEADER_ELECTION)}
+    binding = rendered[("RoleBinding", "locks", LEADER_ELECTION)]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "mpi-operator", "namespace": "mpi-operator"}
+    ]
 
 
 def test_the_chart_and_the_kustomize_base_ship_the_same_objects(

@@ -4,6 +4,7 @@ ports and flags, and a single-file install that is not stale."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -13,21 +14,38 @@ from typing import Any
 import pytest
 import yaml
 
-from gang import capacity_nudge_of, cluster_inputs_of, every_strategy, gang_resources_of
+from gang import (
+    GangScheduler,
+    capacity_nudge_of,
+    cluster_inputs_of,
+    every_strategy,
+    gang_resources_of,
+    select_gang_scheduler,
+)
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
+from tests.tools import (
+    gang_component_flag,
+    gang_component_for,
+    gang_component_rules,
+    gang_components,
+    gang_scheduling_values,
+)
 from tests.tools import rule_permissions as flatten
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "base"
 STANDALONE = ROOT / "deploy" / "overlays" / "standalone"
+NAMESPACED = ROOT / "deploy" / "overlays" / "namespaced"
+LEADER_ELECTION = "mpi-operator-leader-election"
 RENDERED = ROOT / "deploy" / "mpi-operator.yaml"
 CRD = ROOT / "crds" / "kubeflow.org_mpijobs.yaml"
 
 Doc = dict[str, Any]
 
-# Every (API group, resource, verb) the operator uses, and why. The ClusterRole must grant
-# exactly these: a rule added without a reason here, or a use dropped from here while the
-# role keeps it, fails test_cluster_role_grants_exactly_the_table.
+# Every (API group, resource, verb) the operator uses in the namespaces it watches, with or
+# without gang scheduling, and why. The base's ClusterRole must grant exactly these: a rule added
+# without a reason here, or a use dropped from here while the role keeps it, fails
+# test_cluster_role_grants_exactly_the_table.
 OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
     ("kubeflow.org", "mpijobs"): ({"list", "watch", "delete"}, "informer, CRD check, TTL"),
     ("kubeflow.org", "mpijobs/status"): ({"update"}, "status writes (PUT)"),
@@ -55,30 +73,40 @@ OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
     ("", "events"): ({"create", "patch"}, "recorder: create, then patch the count"),
     ("batch", "jobs"): ({"get", "list", "watch", "create", "update"}, "launcher Job"),
     ("batch", "jobs/status"): ({"update"}, "resume clears status.startTime"),
-    ("scheduling.k8s.io", "priorityclasses"): ({"list", "watch"}, "gang minResources"),
-    ("coordination.k8s.io", "leases"): ({"get", "create", "update"}, "leader election"),
+}
+# Leader election: one Lease in --lock-namespace, granted there only (a Role).
+LEASE_PERMISSIONS = {
+    ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
 }
 # What each gang strategy declares it needs, derived from the strategies themselves (so a new
 # one is covered without an edit here): its own objects are cached, created, read after
 # AlreadyExists, updated and deleted, and patched when it takes a capacity nudge, which also
-# watches nodes; the cluster objects its verdict reads are watched.
+# watches nodes; the cluster objects its verdict reads are watched; and PriorityClasses are
+# watched whenever a gang scheduler is configured (the operator's caches, for minResources).
 GANG_OBJECT_VERBS = {"get", "list", "watch", "create", "update", "delete"}
 WATCH = {"list", "watch"}
+PRIORITY_CLASSES = {("scheduling.k8s.io", "priorityclasses", verb) for verb in WATCH}
 
 
-def gang_permissions() -> set[tuple[str, str, str]]:
-    needed: set[tuple[str, str, str]] = set()
-    for strategy in every_strategy():
-        nudges = capacity_nudge_of(strategy) is not None
-        verbs = GANG_OBJECT_VERBS | ({"patch"} if nudges else set())
-        for resource in gang_resources_of(strategy):
-            needed |= {(resource.group, resource.plural, verb) for verb in verbs}
-        inputs = cluster_inputs_of(strategy)
-        for watched in inputs.watched_resources if inputs is not None else ():
-            needed |= {(watched.group, watched.plural, verb) for verb in WATCH}
-        if nudges:
-            needed |= {("", "nodes", verb) for verb in WATCH}
+def gang_permissions(strategy: GangScheduler | None) -> set[tuple[str, str, str]]:
+    """What the operator needs for ``strategy`` beyond the base's rules; nothing without one."""
+    if strategy is None:
+        return set()
+    needed = set(PRIORITY_CLASSES)
+    nudges = capacity_nudge_of(strategy) is not None
+    verbs = GANG_OBJECT_VERBS | ({"patch"} if nudges else set())
+    for resource in gang_resources_of(strategy):
+        needed |= {(resource.group, resource.plural, verb) for verb in verbs}
+    inputs = cluster_inputs_of(strategy)
+    for watched in inputs.watched_resources if inputs is not None else ():
+        needed |= {(watched.group, watched.plural, verb) for verb in WATCH}
+    if nudges:
+        needed |= {("", "nodes", verb) for verb in WATCH}
     return needed
+
+
+def every_gang_permission() -> set[tuple[str, str, str]]:
+    return set().union(*(gang_permissions(strategy) for strategy in every_strategy()))
 
 
 # Where the resources a sync plan writes live.
@@ -129,11 +157,13 @@ def base_objects() -> dict[tuple[str, str], Doc]:
 
 
 def expected_permissions() -> set[tuple[str, str, str]]:
+    """What the base's ClusterRole grants: the operator's needs without gang scheduling, the
+    Lease aside."""
     return {
         (group, resource, verb)
         for (group, resource), (verbs, _) in OPERATOR_PERMISSIONS.items()
         for verb in verbs
-    } | gang_permissions()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +198,8 @@ def test_base_has_upstreams_objects_and_no_namespace(objects: dict[tuple[str, st
         ("ServiceAccount", "mpi-operator"),
         ("ClusterRole", "mpi-operator"),
         ("ClusterRoleBinding", "mpi-operator"),
+        ("Role", LEADER_ELECTION),
+        ("RoleBinding", LEADER_ELECTION),
         ("ClusterRole", "kubeflow-mpijobs-admin"),
         ("ClusterRole", "kubeflow-mpijobs-edit"),
         ("ClusterRole", "kubeflow-mpijobs-view"),
@@ -185,24 +217,86 @@ def test_cluster_role_grants_exactly_the_table(operator_role: Doc) -> None:
     )
 
 
+def test_the_lease_is_granted_by_a_role_of_its_own(objects: dict[tuple[str, str], Doc]) -> None:
+    # A Role, placed by the overlay's namespace in the install namespace, which the Deployment
+    # makes the lock namespace: no Lease right anywhere else.
+    role = objects[("Role", LEADER_ELECTION)]
+    assert flatten(role["rules"]) == LEASE_PERMISSIONS
+    binding = objects[("RoleBinding", LEADER_ELECTION)]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": LEADER_ELECTION,
+    }
+    assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [
+        ("ServiceAccount", "mpi-operator")
+    ]
+    cluster_wide = flatten(objects[("ClusterRole", "mpi-operator")]["rules"])
+    assert not [grant for grant in cluster_wide if grant[1] == "leases"]
+
+
+def test_each_gang_component_grants_exactly_its_schedulers_needs() -> None:
+    covered = set()
+    for component in gang_components():
+        strategy = select_gang_scheduler(gang_component_flag(component))
+        assert strategy is not None, component
+        granted = flatten(gang_component_rules(component))
+        expected = gang_permissions(strategy)
+        assert granted == expected, (
+            f"{component.name}: granted but not needed: {sorted(granted - expected)}; "
+            f"needed but not granted: {sorted(expected - granted)}"
+        )
+        covered.add(type(strategy))
+        kustomization = load(component / "kustomization.yaml")[0]
+        assert kustomization["kind"] == "Component"
+        assert {(p["target"]["kind"], p["target"]["name"]) for p in kustomization["patches"]} == {
+            ("ClusterRole", "mpi-operator"),
+            ("Deployment", "mpi-operator"),
+        }
+    # Every strategy --gang-scheduling can select has its component.
+    assert covered == {type(strategy) for strategy in every_strategy()}
+    assert gang_component_for("scheduler-plugins-scheduler") == gang_component_for("other-name")
+
+
 def test_cluster_role_has_no_wildcards_or_name_limits(operator_role: Doc) -> None:
-    for rule in operator_role["rules"]:
+    rules = [
+        *operator_role["rules"],
+        *(rule for component in gang_components() for rule in gang_component_rules(component)),
+    ]
+    for rule in rules:
         assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[field], rule
             assert len(set(rule[field])) == len(rule[field]), f"duplicate in {rule}"
 
 
-def test_every_write_of_a_sync_plan_is_granted() -> None:
+@pytest.mark.parametrize("gang_scheduling", gang_scheduling_values())
+def test_every_write_of_a_sync_plan_is_granted(gang_scheduling: str) -> None:
     # Reads the plan's source so that a new write fails here, not in a cluster with RBAC.
     source = (ROOT / "mpi_operator" / "controller" / "plan.py").read_text()
     writes = set(re.findall(r'_write\(\s*"(\w+)",\s*"([\w/]+)"', source))
     assert writes, "no sync-plan writes found: update this test's pattern to the plan's code"
-    granted = expected_permissions()
+    # What the install grants with that scheduler: the base and the scheduler's component.
+    component = gang_component_for(gang_scheduling)
+    granted = flatten(load(BASE / "cluster-role.yaml")[0]["rules"])
+    if component is not None:
+        granted |= flatten(gang_component_rules(component))
     for verb, resource in sorted(writes):
         group = PLAN_GROUPS[resource.partition("/")[0]]
         needed = "update" if verb == "update_status" else verb
         assert (group, resource, needed) in granted, f"{verb} {resource} is not granted"
+    # The gang's own objects: created, updated, deleted with the workers, and patched by the
+    # capacity nudge of a strategy that takes one.
+    gang_body = source.split("def _ensure_gang_objects", 1)[1].split("\n    def ", 1)[0]
+    gang_writes = set(re.findall(r'_write\(\s*"(\w+)",\s*resource\b', gang_body))
+    assert gang_writes >= {"create", "update", "patch"}, gang_writes
+    strategy = select_gang_scheduler(gang_scheduling)
+    nudges = capacity_nudge_of(strategy) is not None
+    for resource in gang_resources_of(strategy):
+        for verb in (gang_writes | {"delete"}) - (set() if nudges else {"patch"}):
+            assert (resource.group, resource.plural, verb) in granted, (
+                f"{verb} {resource.plural} is not granted with --gang-scheduling={gang_scheduling}"
+            )
 
 
 def test_binding_ties_the_role_to_the_service_account(objects: dict[tuple[str, str], Doc]) -> None:
@@ -295,6 +389,9 @@ def test_args_are_the_operators_flags(container: Doc, monkeypatch: pytest.Monkey
     assert options.lock_namespace == "$(POD_NAMESPACE)"
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["POD_SERVICE_ACCOUNT"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "spec.serviceAccountName"}
+    }
     assert options.leader_elect is True
     assert options.namespace == ""  # every namespace, as upstream's install
 
@@ -344,7 +441,7 @@ def test_rendered_install_matches_its_sources(objects: dict[tuple[str, str], Doc
         stale
     )
     for key in objects:
-        if key[0] == "ClusterRole":
+        if key[0] in ("ClusterRole", "Role"):
             assert rendered[key].get("rules") == objects[key].get("rules"), stale
     pod = rendered[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]
     source_pod = objects[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]
@@ -357,6 +454,11 @@ def test_rendered_install_matches_its_sources(objects: dict[tuple[str, str], Doc
         k: v for k, v in source_pod.items() if k != "containers"
     }, stale
     subjects = rendered[("ClusterRoleBinding", "mpi-operator")]["subjects"]
+    assert [s["namespace"] for s in subjects] == ["mpi-operator"]
+    # The Lease's Role lives where the Deployment puts the Lease: its own namespace.
+    for kind in ("Role", "RoleBinding"):
+        assert rendered[(kind, LEADER_ELECTION)]["metadata"]["namespace"] == "mpi-operator"
+    subjects = rendered[("RoleBinding", LEADER_ELECTION)]["subjects"]
     assert [s["namespace"] for s in subjects] == ["mpi-operator"]
 
 
@@ -414,7 +516,7 @@ def test_kubeflow_overlay_installs_into_kubeflows_namespace(
     # Kubeflow creates and owns its namespace; the overlay adds no Namespace object.
     assert set(rendered) == set(objects)
     for (kind, name), doc in rendered.items():
-        if kind in ("ServiceAccount", "Deployment"):
+        if kind in ("ServiceAccount", "Deployment", "Role", "RoleBinding"):
             assert doc["metadata"]["namespace"] == "kubeflow", (kind, name)
     subjects = rendered[("ClusterRoleBinding", "mpi-operator")]["subjects"]
     assert subjects == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": "kubeflow"}]
@@ -434,6 +536,92 @@ def test_kubeflow_overlay_installs_into_kubeflows_namespace(
     assert not any(arg.startswith("--namespace") for arg in container["args"])
 
 
+# -- gang scheduling components ---------------------------------------------------------------
+
+
+def overlay_with(directory: Path, *components: Path, base: Path = STANDALONE) -> Path:
+    """An overlay of ``base`` with ``components``, written in ``directory`` (kustomize takes
+    relative paths only)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(base, directory)],
+        "components": [os.path.relpath(component, directory) for component in components],
+    }
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return directory
+
+
+@pytest.mark.parametrize("component", gang_components(), ids=lambda path: path.name)
+def test_a_gang_component_adds_its_rules_and_flag(
+    component: Path, tmp_path: Path, objects: dict[tuple[str, str], Doc]
+) -> None:
+    built = kustomize(overlay_with(tmp_path / "overlay", component))
+    plain = by_kind_and_name(load(RENDERED))
+    assert set(built) == set(plain)
+    role = flatten(built[("ClusterRole", "mpi-operator")]["rules"])
+    assert role == expected_permissions() | flatten(gang_component_rules(component))
+    args = built[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]["containers"][0][
+        "args"
+    ]
+    options = parsed_options({"args": args})
+    assert options.gang_scheduling == gang_component_flag(component)
+    assert (
+        args[:-1]
+        == plain[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]["containers"][0][
+            "args"
+        ]
+    )
+    # Nothing else changes: the Lease stays a Role, the other objects as rendered.
+    for key, doc in built.items():
+        if key not in (("ClusterRole", "mpi-operator"), ("Deployment", "mpi-operator")):
+            assert doc == plain[key], key
+
+
+# -- the hardened, namespace-scoped overlay ------------------------------------------------------
+
+
+def test_namespaced_overlay_grants_nothing_outside_its_namespace(
+    objects: dict[tuple[str, str], Doc],
+) -> None:
+    kustomization = load(NAMESPACED / "kustomization.yaml")[0]
+    namespace = kustomization["namespace"]
+    built = kustomize(NAMESPACED)
+    base_role = objects[("ClusterRole", "mpi-operator")]
+    cluster_role = {("ClusterRole", "mpi-operator"), ("ClusterRoleBinding", "mpi-operator")}
+    assert set(built) == (set(objects) - cluster_role) | {
+        ("Role", "mpi-operator"),
+        ("RoleBinding", "mpi-operator"),
+    }
+    # The operator's role: the base's rules, in the one namespace.
+    role = built[("Role", "mpi-operator")]
+    assert role["metadata"]["namespace"] == namespace
+    assert role["rules"] == base_role["rules"]
+    for name in ("mpi-operator", LEADER_ELECTION):
+        binding = built[("RoleBinding", name)]
+        assert binding["metadata"]["namespace"] == namespace
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": name,
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "mpi-operator", "namespace": namespace}
+        ]
+    # Cluster-wide: the CRD and the roles for people only; nothing is bound to the operator.
+    cluster_wide = {key for key, doc in built.items() if "namespace" not in doc["metadata"]}
+    assert cluster_wide == {
+        ("CustomResourceDefinition", "mpijobs.kubeflow.org"),
+        *((kind, name) for kind, name in objects if name.startswith("kubeflow-mpijobs-")),
+    }
+    container = built[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]["containers"][0]
+    options = parsed_options(container)
+    # Both expanded by the kubelet from POD_NAMESPACE: the namespace the pod runs in.
+    assert options.namespace == options.lock_namespace == "$(POD_NAMESPACE)"
+    assert options.gang_scheduling == ""
+
+
 def test_the_reliability_table_lists_exactly_the_granted_verbs(operator_role: Doc) -> None:
     # docs/reliability.md says which code path asks for each verb; a verb added to or dropped
     # from the role without its row there fails here.
@@ -448,7 +636,7 @@ def test_the_reliability_table_lists_exactly_the_granted_verbs(operator_role: Do
         resources = [r.strip().strip("`") for r in cells[1].split(",")]
         verbs = [v.strip() for v in cells[2].split(",")]
         listed.update((group, r, v) for r in resources for v in verbs)
-    granted = flatten(operator_role["rules"])
+    granted = flatten(operator_role["rules"]) | LEASE_PERMISSIONS | every_gang_permission()
     assert listed == granted, (
         f"in the table, not granted: {sorted(listed - granted)}; "
         f"granted, not in the table: {sorted(granted - listed)}"

@@ -85,29 +85,60 @@ same (tests/unit/test_chart.py compares them).
 - apiGroups: [batch]
   resources: [jobs/status]
   verbs: [update]
+{{- end -}}
+
+{{/*
+The gang strategy operator.gangScheduling selects, as gang.select_gang_scheduler does: volcano,
+koordinator (koord-scheduler), coscheduling (any other scheduler name), or empty (off).
+*/}}
+{{- define "mpi-operator.gangStrategy" -}}
+{{- $name := .Values.operator.gangScheduling -}}
+{{- if eq $name "volcano" -}}
+volcano
+{{- else if eq $name "koord-scheduler" -}}
+koordinator
+{{- else if $name -}}
+coscheduling
+{{- end -}}
+{{- end -}}
+
+{{/* The gang's own objects, in the watched namespaces; deploy/components/gang-* grant the same. */}}
+{{- define "mpi-operator.gangNamespacedRules" -}}
+{{- $strategy := include "mpi-operator.gangStrategy" . -}}
+{{- if eq $strategy "volcano" }}
 - apiGroups: [scheduling.volcano.sh]
   resources: [podgroups]
   verbs: [get, list, watch, create, update, delete]
-# patch: the stamp that wakes a waiting coscheduling gang when capacity appears.
+{{- else if eq $strategy "coscheduling" }}
+# patch: the stamp that wakes a waiting gang when capacity appears.
 - apiGroups: [scheduling.x-k8s.io]
   resources: [podgroups]
   verbs: [get, list, watch, create, update, patch, delete]
+{{- end }}
 {{- end -}}
 
-{{/* Cluster-scoped kinds: PriorityClasses order a gang's minResources; queues say why it waits;
-nodes added or grown are when a waiting coscheduling gang may fit. */}}
-{{- define "mpi-operator.clusterRules" -}}
+{{/* Cluster-scoped kinds, read only with a gang scheduler: PriorityClasses order a gang's
+minResources; Volcano's queues say why it waits; nodes added or grown are when a waiting
+coscheduling gang may fit. */}}
+{{- define "mpi-operator.gangClusterRules" -}}
+{{- $strategy := include "mpi-operator.gangStrategy" . -}}
+{{- if $strategy }}
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses]
   verbs: [list, watch]
+{{- end }}
+{{- if eq $strategy "volcano" }}
 - apiGroups: [scheduling.volcano.sh]
   resources: [queues]
   verbs: [list, watch]
+{{- else if eq $strategy "coscheduling" }}
 - apiGroups: [""]
   resources: [nodes]
   verbs: [list, watch]
+{{- end }}
 {{- end -}}
 
+{{/* Leader election on one Lease, granted in --lock-namespace only. */}}
 {{- define "mpi-operator.leaseRules" -}}
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
