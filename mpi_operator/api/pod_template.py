@@ -151,6 +151,14 @@ def _pod_spec_errors(
             )
     yield from _dns_config_errors(f"{path}.dnsConfig", pod_spec.get("dnsConfig"))
     yield from resource_list_errors(f"{path}.overhead", pod_spec.get("overhead"))
+    if pod_spec.get("overhead") and not pod_spec.get("runtimeClassName"):
+        # The RuntimeClass admission plugin (on by default) sets a pod's overhead from its
+        # class, and refuses a pod that sets one without a class to compare it with.
+        yield FieldError(
+            f"{path}.overhead",
+            "is set from the pod's RuntimeClass: the API server refuses a pod that sets it "
+            "without spec.runtimeClassName",
+        )
     yield from _resources_errors(f"{path}.resources", pod_spec.get("resources"))
 
 

@@ -119,8 +119,6 @@ def good_pod_spec(draw: st.DrawFn, role: str) -> dict[str, Any]:
         spec["priorityClassName"] = draw(st.sampled_from(["high", "low"]))
     if draw(st.integers(0, 5)) == 0:
         spec["dnsConfig"] = {"searches": draw(st.lists(dns_label(10), max_size=3))}
-    if draw(st.integers(0, 6)) == 0:
-        spec["overhead"] = {"cpu": "10m"}
     return spec
 
 

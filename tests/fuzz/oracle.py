@@ -243,6 +243,8 @@ def _pod_spec_problems(where: str, spec: Mapping[str, Any], kind: str) -> Iterat
         yield f"{where}.hostNetwork not a boolean"
     yield from _dns_config_problems(where, spec.get("dnsConfig"))
     yield from _resource_list_problems(f"{where}.overhead", spec.get("overhead"))
+    if spec.get("overhead") and not spec.get("runtimeClassName"):
+        yield f"{where}.overhead without a RuntimeClass (RuntimeClass admission)"
     yield from pod_spec_problems(where, spec)
 
 

@@ -105,12 +105,23 @@ CASES: list[Any] = [
         id="negative minResources",
     ),
     pytest.param(
-        MPIJobWrapper().workers(1).pod_spec_field("Worker", "overhead", {"cpu": "1e30"}),
+        MPIJobWrapper()
+        .workers(1)
+        .pod_spec_field("Worker", "runtimeClassName", "kata")
+        .pod_spec_field("Worker", "overhead", {"cpu": "1e30"}),
         [
             f'{WORKER_SPEC}.overhead[cpu]: invalid quantity "1e30": '
             "must be no more than 9223372036854775807 in magnitude"
         ],
         id="overhead beyond 2^63",
+    ),
+    pytest.param(
+        MPIJobWrapper().workers(1).pod_spec_field("Worker", "overhead", {"cpu": "10m"}),
+        [
+            f"{WORKER_SPEC}.overhead: is set from the pod's RuntimeClass: the API server "
+            "refuses a pod that sets it without spec.runtimeClassName"
+        ],
+        id="overhead without a RuntimeClass",
     ),
     # -- integer ranges -----------------------------------------------------------------
     pytest.param(
