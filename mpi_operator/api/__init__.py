@@ -1,1 +1,1 @@
-"""The kubeflow.org/v2beta1 MPIJob API: models, defaults, validation and the CRD."""
+"""The kubeflow.org/v2beta1 and v1 MPIJob API: models, defaults, validation and the CRD."""

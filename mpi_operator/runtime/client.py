@@ -116,9 +116,6 @@ EVENTS = Resource("", "v1", "events", True, "Event")
 JOBS = Resource("batch", "v1", "jobs", True, "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass")
-CUSTOM_RESOURCE_DEFINITIONS = Resource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
-)
 
 
 class ApiError(Exception):

@@ -108,10 +108,6 @@ def current_key() -> str:
     return _current_key.get()
 
 
-def current_controller() -> str:
-    return _current_controller.get()
-
-
 def _annotate(record: logging.LogRecord) -> None:
     key = _current_key.get()
     controller = _current_controller.get()

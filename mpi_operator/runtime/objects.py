@@ -26,10 +26,6 @@ def namespace_of(obj: Object) -> str:
     return str(metadata(obj).get("namespace") or "")
 
 
-def uid_of(obj: Object) -> str:
-    return str(metadata(obj).get("uid") or "")
-
-
 def resource_version_of(obj: Object) -> str:
     return str(metadata(obj).get("resourceVersion") or "")
 

@@ -665,21 +665,25 @@ def test_a_held_worker_count_is_written_when_the_launcher_is_late() -> None:
     assert late.requeue_after is None
 
 
+@pytest.mark.parametrize("transport", ["SSH", "KubectlExec"])
 @pytest.mark.parametrize("suspended", [False, True], ids=["running", "suspended"])
 @pytest.mark.parametrize(
     "gang", ["", "volcano", "scheduler-plugins-scheduler", "koord-scheduler"], ids=str
 )
 def test_a_first_sync_creates_what_render_lists_in_the_same_order(
-    gang: str, suspended: bool
+    gang: str, suspended: bool, transport: str
 ) -> None:
-    obj = MPIJobWrapper().workers(3).suspend(suspended).obj()
+    wrapper = MPIJobWrapper().workers(3).suspend(suspended)
+    if transport == "KubectlExec":
+        wrapper = wrapper.v1()
     ctx = context(gang)
-    plan = plan_sync(obj, cluster_view(), ctx)
+    plan = plan_sync(wrapper.obj(), cluster_view(), ctx)
     created = [(a.resource, a.name, a.body) for a in plan.actions if a.verb == "create"]
     plurals = {"Service": "services", "ConfigMap": "configmaps", "Secret": "secrets"}
-    plurals |= {"Pod": "pods", "Job": "jobs"}
+    plurals |= {"Pod": "pods", "Job": "jobs", "ServiceAccount": "serviceaccounts"}
+    plurals |= {"Role": "roles", "RoleBinding": "rolebindings"}
     plurals |= {r.kind: r.plural for r in gang_resources_of(ctx.gang)}
-    job = MPIJobWrapper().workers(3).suspend(suspended).defaulted()
+    job = wrapper.defaulted()
     rendered = [
         (plurals[o["kind"]], o["metadata"]["name"], o)
         for o in desired_objects(job, ctx.facts, ctx.gang, KEY)
