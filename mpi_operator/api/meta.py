@@ -52,6 +52,11 @@ def controller_reference(job: MPIJob) -> OwnerReference:
     }
 
 
+def is_terminating(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is being deleted (its name is soon anyone's)."""
+    return bool(metadata_of(obj).get("deletionTimestamp"))
+
+
 def child_metadata(job: MPIJob, name: str, labels: dict[str, str] | None = None) -> ObjectMeta:
     """Metadata of a child object: deterministic name, job namespace, controller reference.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mpi_operator.api import constants as c
 from mpi_operator.api.v2beta1 import MPIJob
 
 
@@ -29,6 +30,11 @@ def launcher_access_name(job: MPIJob) -> str:
 
 def worker_name(job: MPIJob, index: int) -> str:
     return f"{job.name}-worker-{index}"
+
+
+def worker_names(job: MPIJob) -> list[str]:
+    """Every worker's name, by index."""
+    return [worker_name(job, i) for i in range(job.replicas(c.WORKER))]
 
 
 def pod_group_name(job: MPIJob) -> str:

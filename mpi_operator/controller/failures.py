@@ -16,7 +16,7 @@ from typing import Any, Final
 from mpi_operator.api import constants as c
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import one_line
-from mpi_operator.api.meta import metadata_of
+from mpi_operator.api.meta import is_terminating
 
 # What the API server defaults a Job's backoffLimit to; the launcher Job gets it when the
 # MPIJob sets none.
@@ -88,7 +88,7 @@ def judge_worker_failures(
     """
     replaced: list[dict[str, Any]] = []
     fatal = None
-    live = [pod for pod in workers if not metadata_of(pod).get("deletionTimestamp")]
+    live = [pod for pod in workers if not is_terminating(pod)]
     ended = () if launcher_exists else tuple(p for p in live if phase(p) == "Succeeded")
     for pod in live:
         if phase(pod) != "Failed":

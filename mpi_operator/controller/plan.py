@@ -29,7 +29,7 @@ from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
-from mpi_operator.api.meta import is_controlled_by, metadata_of
+from mpi_operator.api.meta import is_controlled_by, is_terminating, metadata_of
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.controller.admission import Admission, admit
 from mpi_operator.controller.conditions import (
@@ -58,12 +58,7 @@ from mpi_operator.controller.status import (
 )
 from mpi_operator.controller.ttl import launcher_ttl, seconds_until_deletion
 from mpi_operator.desired.config import new_config_map
-from mpi_operator.desired.kubectl_exec import (
-    granted_pods,
-    launcher_account,
-    launcher_role,
-    launcher_role_binding,
-)
+from mpi_operator.desired.kubectl_exec import exec_access, granted_pods
 from mpi_operator.desired.launcher import (
     launcher_pod_template,
     new_launcher_job,
@@ -99,8 +94,14 @@ _KINDS: Final = {
     "roles": "Role",
     "rolebindings": "RoleBinding",
 }
-# What of a KubectlExec launcher's exec access goes when the job stops running or has no
-# worker to exec into, binding first (the account grants nothing on its own).
+# What a KubectlExec launcher's exec access needs kept current, by kind; and what of it goes
+# when the job stops running or has no worker to exec into, binding first (the account grants
+# nothing on its own).
+_EXEC_ACCESS_FIELDS: Final = {
+    "serviceaccounts": (),
+    "roles": ("rules",),
+    "rolebindings": ("subjects",),
+}
 _REVOKED: Final = ("rolebindings", "roles")
 
 
@@ -421,40 +422,29 @@ class _Sync:
         """The launcher's account and, while the job has workers proven its own, the Role
         naming exactly those and its binding. Runs after the workers' writes, so a name is
         granted only once the pod of that name was found or created as the job's."""
-        account = launcher_account(self.job)
-        name = account["metadata"]["name"]
-        current = self.view.get("serviceaccounts", self.ns, name)
-        if current is None:
-            self._write("create", "serviceaccounts", name, account, batch=SHARED_OBJECTS)
-        elif not self._owned(current, "serviceaccounts"):
-            return False
         granted = [
             pod["metadata"]["name"]
             for pod in self.workers
-            if pod["metadata"]["name"] not in self.withdrawn and not _terminating(pod)
+            if pod["metadata"]["name"] not in self.withdrawn and not is_terminating(pod)
         ]
-        if not granted:
-            return self._revoke_exec_access()
-        role = launcher_role(self.job, granted)
-        current = self.view.get("roles", self.ns, name)
-        if current is None:
-            self._write("create", "roles", name, role, batch=SHARED_OBJECTS)
-        elif not self._owned(current, "roles"):
-            return False
-        elif current.get("rules") != role["rules"]:
-            self._write("update", "roles", name, {**copy.deepcopy(current), "rules": role["rules"]})
-        # The API server checks a new binding against its Role's rules (no one may grant
-        # more than they hold), so the binding waits until the Role exists.
-        binding = launcher_role_binding(self.job)
-        current = None if self.binding_revoked else self.view.get("rolebindings", self.ns, name)
-        if current is None:
-            self._write("create", "rolebindings", name, binding)
-        elif not self._owned(current, "rolebindings"):
-            return False
-        elif current.get("subjects") != binding["subjects"]:
-            updated = {**copy.deepcopy(current), "subjects": binding["subjects"]}
-            self._write("update", "rolebindings", name, updated)
-        return True
+        for resource, desired in exec_access(self.job, granted):
+            name = desired["metadata"]["name"]
+            # The API server checks a new binding against its Role's rules (no one may grant
+            # more than they hold), so the binding waits until the Role exists.
+            batch = "" if resource == "rolebindings" else SHARED_OBJECTS
+            revoked = resource == "rolebindings" and self.binding_revoked
+            current = None if revoked else self.view.get(resource, self.ns, name)
+            if current is None:
+                self._write("create", resource, name, desired, batch=batch)
+                continue
+            if not self._owned(current, resource):
+                return False
+            fields = _EXEC_ACCESS_FIELDS[resource]
+            if any(current.get(key) != desired[key] for key in fields):
+                updated = copy.deepcopy(current)
+                updated.update({key: desired[key] for key in fields})
+                self._write("update", resource, name, updated, batch=batch)
+        return bool(granted) or self._revoke_exec_access()
 
     def _revoke_stale_grant(self) -> bool:
         """Before any worker is written: when the launcher's Role names a pod that the caches
@@ -473,7 +463,7 @@ class _Sync:
         proven = {
             pod["metadata"]["name"]
             for pod in self.view.worker_pods(self.job)
-            if is_controlled_by(pod, self.job) and not _terminating(pod)
+            if is_controlled_by(pod, self.job) and not is_terminating(pod)
         }
         if granted_pods(role) <= proven:
             return True
@@ -606,9 +596,8 @@ class _Sync:
 
     def _ensure_worker_pods(self) -> list[dict[str, Any]] | None:
         """Worker pods after creating missing ones and deleting surplus ones; None on conflict."""
-        replicas = self.job.replicas(c.WORKER)
         existing = {pod["metadata"]["name"]: pod for pod in self.view.worker_pods(self.job)}
-        wanted = [names.worker_name(self.job, i) for i in range(replicas)]
+        wanted = names.worker_names(self.job)
         wanted_names = set(wanted)  # up to MAX_WORKERS names: no quadratic scan
         for name, pod in sorted(existing.items()):
             if name not in wanted_names:
@@ -768,10 +757,6 @@ def _job_finished(job: dict[str, Any]) -> bool:
 
 def _job_suspended(job: dict[str, Any]) -> bool:
     return bool((job.get("spec") or {}).get("suspend"))
-
-
-def _terminating(pod: dict[str, Any]) -> bool:
-    return bool(pod["metadata"].get("deletionTimestamp"))
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:

@@ -46,7 +46,7 @@ def _hostfile_line(job: DefaultedMPIJob, fqdn: str) -> str:
 
 
 def _static_pod_names(job: DefaultedMPIJob) -> list[str]:
-    workers = [names.worker_name(job, i) for i in range(job.replicas(c.WORKER))]
+    workers = names.worker_names(job)
     if launcher_runs_as_worker(job):
         return [names.launcher_name(job), *workers]
     return workers
@@ -96,7 +96,7 @@ def config_map_errors(job: DefaultedMPIJob, facts: ClusterFacts) -> Iterator[Fie
     discover_hosts.sh lists the running workers, so the ConfigMap is largest once all of them
     run; a job must fit then too, or its ConfigMap update would be refused mid-run.
     """
-    all_workers = [names.worker_name(job, i) for i in range(job.replicas(c.WORKER))]
+    all_workers = names.worker_names(job)
     data = new_config_map(job, facts, all_workers)["data"]
     size = sum(len(value.encode()) for value in data.values())
     if size > MAX_CONFIG_MAP_BYTES:

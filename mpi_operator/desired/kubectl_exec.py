@@ -206,14 +206,10 @@ def exec_access(job: DefaultedMPIJob, workers: Sequence[str]) -> list[tuple[str,
     return access
 
 
-def all_worker_names(job: DefaultedMPIJob) -> list[str]:
-    return [names.worker_name(job, i) for i in range(job.replicas(c.WORKER))]
-
-
 def role_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     """Whether the Role naming every worker fits in what the API server stores."""
     # Each worker's name is listed in both rules, quoted, with a separator.
-    size = 2 * sum(len(name) + 3 for name in all_worker_names(job))
+    size = 2 * sum(len(name) + 3 for name in names.worker_names(job))
     if size > MAX_ROLE_BYTES:
         yield FieldError(
             f"spec.mpiReplicaSpecs[{c.WORKER}].replicas",

@@ -8,12 +8,13 @@ from typing import Any
 
 from gang import GangScheduler, gang_objects_of
 from mpi_operator.api import constants as c
+from mpi_operator.api import names
 from mpi_operator.api.accounts import operator_account_errors
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.desired.config import config_map_errors, new_config_map
-from mpi_operator.desired.kubectl_exec import all_worker_names, exec_access, role_errors
+from mpi_operator.desired.kubectl_exec import exec_access, role_errors
 from mpi_operator.desired.launcher import new_launcher_job
 from mpi_operator.desired.pod_templates import (
     dns_search_errors,
@@ -103,7 +104,7 @@ def iter_desired_objects(
         elif child is Child.SSH_SECRET:
             yield new_ssh_secret(job, ssh_key or generate_ssh_key_pair())
         elif child is Child.EXEC_ACCESS:
-            yield from (obj for _, obj in exec_access(job, all_worker_names(job)))
+            yield from (obj for _, obj in exec_access(job, names.worker_names(job)))
         elif child is Child.GANG_OBJECTS and (with_objects := gang_objects_of(gang)):
             yield from with_objects.gang_objects(job, facts)
         elif child is Child.WORKERS:
