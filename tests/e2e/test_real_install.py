@@ -29,6 +29,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 import hack.cluster as localcluster
+from hack.cluster.images import images_tool
 from mpi_operator import sdk
 from tests.tools import run_helm
 
@@ -44,7 +45,8 @@ SELECTOR = "app.kubernetes.io/name=mpi-operator"
 LEASE = "mpi-operator"
 # The ClusterRoles for people, which aggregate into Kubeflow's.
 USER_ROLES = "kubeflow-mpijobs-"
-IMAGE = "docker.io/library/mpi-operator:latest"
+# What deploy/base and the chart's appVersion name: the operator image of this version.
+IMAGE = images_tool().Spec.load().operator.name
 HEALTH_PORT = 8080
 METRICS_PORT = 8081
 # Generous: pods start on a machine other tests keep busy.
@@ -321,14 +323,13 @@ def test_a_helm_install_runs_pi(
     namespace_factory: Callable[..., str],
     tmp_path: Path,
 ) -> None:
-    """`helm install` with the chart's defaults but the local image's tag, no CPU request and
-    no user roles."""
+    """`helm install` with the chart's defaults (the image of its appVersion, which the nodes
+    imported) but no CPU request and no user roles."""
     release_namespace = namespace_factory(real_node_cluster, restricted=True)
     values = tmp_path / "values.yaml"
     values.write_text(
         yaml.safe_dump(
             {
-                "image": {"tag": IMAGE.rsplit(":", 1)[1]},
                 "replicaCount": 1,
                 # The kustomize install's user roles stay in the cluster (see above).
                 "rbac": {"userRoles": False},
