@@ -22,17 +22,16 @@ from typing import Any
 import pytest
 import yaml
 
-import hack.cluster as localcluster
 from hack.cluster.images import images_tool
 
 from .clusters import REPO, ClusterProvider, E2ECluster, wait_until
+from .installs import images_build, kubectl, operator_pods, ready
 from .operator import GROUP, PLURAL, pods_of, wait_for_condition
 from .realpods import assert_pi, launcher_log
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnodes]
 
 NAMESPACE = "mpi-operator"
-SELECTOR = "app.kubernetes.io/name=mpi-operator"
 # What the jobs' pods run: the sandbox and the examples' image.
 JOB_IMAGES = ("localhost/pause:1", "docker.io/mpioperator/mpi-pi:openmpi")
 EXAMPLES = {
@@ -81,20 +80,8 @@ def images_dir(dist: Path, version: str, tmp_path_factory: pytest.TempPathFactor
     """The release's image tar and the jobs' images, and nothing else, for the nodes."""
     directory = tmp_path_factory.mktemp("images")
     (directory / "mpi-operator.tar").symlink_to(dist / f"mpi-operator-{version}.oci.tar")
-    built = subprocess.run(
-        [sys.executable, str(REPO / "hack" / "images" / "build.py"), "--no-kubectl"],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=True,
-    ).stdout
-    listing = subprocess.run(
-        [sys.executable, str(REPO / "hack" / "images" / "build.py"), "--list"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    tars = dict(line.split(" ", 1) for line in listing.splitlines())
+    built = images_build("--no-kubectl")
+    tars = dict(line.split(" ", 1) for line in images_build("--list").splitlines())
     for index, name in enumerate(JOB_IMAGES):
         assert tars[name] in built, (name, built)
         (directory / f"job-{index}.tar").symlink_to(tars[name])
@@ -107,32 +94,6 @@ def cluster(cluster_provider: ClusterProvider, images_dir: Path) -> E2ECluster:
     if found.provider != "local":
         pytest.skip("the release's image tar is imported into the local cluster's real nodes")
     return found
-
-
-def kubectl(cluster: E2ECluster, *args: str) -> str:
-    binary = localcluster.bin_dir(build=False) / "kubectl"
-    done = subprocess.run(
-        [str(binary), f"--kubeconfig={cluster.kubeconfig}", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
-def operator_pods(cluster: E2ECluster) -> list[dict[str, Any]]:
-    return [
-        pod
-        for pod in cluster.list_pods(NAMESPACE, label_selector=SELECTOR)
-        if not pod["metadata"].get("deletionTimestamp")
-    ]
-
-
-def ready(pod: dict[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +113,7 @@ def installed(cluster: E2ECluster, dist: Path, version: str) -> dict[str, Any]:
     )
 
     def one_ready() -> dict[str, Any] | None:
-        pods = operator_pods(cluster)
+        pods = operator_pods(cluster, NAMESPACE)
         if len(pods) != 1 or not ready(pods[0]):
             return None
         if pods[0]["spec"]["containers"][0]["resources"].get("requests", {}).get("cpu"):
@@ -163,7 +124,9 @@ def installed(cluster: E2ECluster, dist: Path, version: str) -> dict[str, Any]:
         one_ready,
         ROLLOUT_TIMEOUT,
         interval=1,
-        message=lambda: f"the operator Ready: {json.dumps(operator_pods(cluster))[:3000]}",
+        message=lambda: (
+            f"the operator Ready: {json.dumps(operator_pods(cluster, NAMESPACE))[:2000]}"
+        ),
     )
     return pod
 
