@@ -118,3 +118,15 @@ def test_once_the_crd_is_served_the_gang_is_created_and_the_condition_goes(gang:
     ]
     # The scheduler has not reported on the new PodGroup: no verdict, as for any new gang.
     assert all(c["type"] != "GangScheduled" for c in status_of(plan)["conditions"])
+
+
+def test_a_running_job_whose_crd_goes_keeps_its_pods_and_says_so() -> None:
+    view = MemoryView({"kind": "Queue", "metadata": {"name": "default"}})
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context("volcano"))
+    view.objects = {key: o for key, o in view.objects.items() if key[0] != "podgroups"}
+    plan = plan_sync(obj, view, without_crds("volcano"))
+    # Nothing deleted or created: the pods stay, only the status says why the gang waits.
+    assert writes(plan) == ["update_status mpijobs/status test"]
+    status = status_of(plan)
+    assert ("GangScheduled", "False", "PodGroupCRDMissing") in conditions(status)
+    assert status["replicaStatuses"] == obj["status"]["replicaStatuses"]
