@@ -25,7 +25,8 @@ class GangState:
     scheduled: bool | None
     reason: str
     message: str
-    # Recorded as a Warning event: the gang waits for something only a person can fix.
+    # Recorded as a Warning event, not a Normal one: the scheduler turned the gang down, or
+    # the gang waits for something only a person can fix.
     warning: bool = False
 
 

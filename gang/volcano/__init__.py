@@ -94,7 +94,10 @@ class VolcanoScheduler(PodGroupScheduler):
         if unschedulable is not None:
             message = unschedulable.get("message") or unschedulable.get("reason") or ""
             return GangState(
-                False, "Unschedulable", message or "Volcano cannot place the gang yet."
+                False,
+                "Unschedulable",
+                message or "Volcano cannot place the gang yet.",
+                warning=True,
             )
         if not phase:
             return GangState(

@@ -599,10 +599,8 @@ class _Sync:
             self.ctx.now,
         )
         if changed:
-            warns = state.warning or (not state.scheduled and state.reason == "Unschedulable")
-            self.plan.events.append(
-                Event(WARNING if warns else NORMAL, state.reason, state.message)
-            )
+            kind = WARNING if state.warning else NORMAL
+            self.plan.events.append(Event(kind, state.reason, state.message))
 
     def _gang_verdict(self, gang: GangScheduler, placed_only: bool) -> GangState | None:
         """The scheduler's verdict on the stored gang; None while the gang is not stored."""
