@@ -176,10 +176,11 @@ def test_suspended_job_gets_a_suspended_launcher_and_no_workers() -> None:
     launcher = plan.actions[3].body
     assert launcher is not None and launcher["spec"]["suspend"] is True
     status = status_of(plan)
+    # Upstream's order but the job's state last, where the State column reads it.
     assert conditions(status) == [
         ("Created", "True", "MPIJobCreated"),
-        ("Suspended", "True", "MPIJobSuspended"),
         ("Running", "False", "MPIJobSuspended"),
+        ("Suspended", "True", "MPIJobSuspended"),
     ]
     assert "startTime" not in status
 
@@ -397,6 +398,7 @@ def test_the_schedulers_verdict_on_the_pod_group_becomes_the_gang_scheduled_cond
     plan = plan_sync(obj, view, context(gang, now=LATER))
     assert writes(plan) == ["update_status mpijobs/status test"]
     assert gang_condition(plan) == expected
+    assert status_of(plan)["conditions"][-1]["type"] == "Created"
     [event] = [e for e in plan.events if e.reason == expected[1]]
     assert event.type == event_type
     # Reported once: the same verdict again writes nothing.
