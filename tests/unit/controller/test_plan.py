@@ -185,6 +185,21 @@ def test_suspended_job_gets_a_suspended_launcher_and_no_workers() -> None:
     assert "startTime" not in status
 
 
+def test_a_stored_order_with_the_state_not_last_is_rewritten_once() -> None:
+    """Upstream's order for a suspended job ends with Running=False; the first sync moves the
+    state after it, in one status write, and the next has nothing to write."""
+    view = cluster_view()
+    obj = converge(MPIJobWrapper().workers(2).suspend().obj(), view, context("volcano"))
+    created, running, suspended = obj["status"]["conditions"]
+    obj["status"]["conditions"] = [created, suspended, running]
+    plan = plan_sync(obj, view, context("volcano", now=LATER))
+    assert writes(plan) == ["update_status mpijobs/status test"]
+    assert status_of(plan)["conditions"] == [created, running, suspended]
+    assert plan.events == []
+    obj["status"] = status_of(plan)
+    assert plan_sync(obj, view, context("volcano", now=LATER)).actions == []
+
+
 def test_suspending_a_running_job_deletes_workers_and_pod_group() -> None:
     obj = MPIJobWrapper().workers(2).obj()
     view = cluster_view()
