@@ -43,6 +43,7 @@ from mpi_operator.controller.conditions import (
     is_true,
     remove_condition,
     set_condition,
+    state_last,
 )
 from mpi_operator.controller.failures import (
     WorkerFailures,
@@ -775,6 +776,7 @@ class _Sync:
         self.plan.actions.append(Action(verb, resource, self.ns, name, body, batch))
 
     def _write_status(self) -> None:
+        state_last(self.status.get("conditions") or [])
         if self.status == self.original_status:
             return
         body = {

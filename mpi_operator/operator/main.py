@@ -11,10 +11,8 @@ the Lease is handed back for a standby to take at once.
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import signal
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +41,7 @@ from mpi_operator.operator.caches import (
     waiting_gang_objects,
 )
 from mpi_operator.operator.capacity import Change, NudgeSchedule, gangs_to_nudge, watch_capacity
+from mpi_operator.operator.logs import configure_logging
 from mpi_operator.operator.options import DEFAULT_LEASE_NAME, Options
 from mpi_operator.operator.reconciler import RECONCILER_NAME, MPIJobReconciler, SyncError
 from mpi_operator.operator.served import describe_unserved, unserved_kinds, watch_served
@@ -61,7 +60,7 @@ from mpi_operator.runtime.client import (
     Resource,
     is_not_found,
 )
-from mpi_operator.runtime.controller import Controller, install_log_record_context
+from mpi_operator.runtime.controller import Controller
 from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.events import WRITERS as EVENT_WRITERS
 from mpi_operator.runtime.events import ClientEventSink, EventRecorder
@@ -86,35 +85,6 @@ most five seconds after the first change: a stream of pods starting is one sync.
 EXIT_LOST_LEADERSHIP: Final = 1
 EXIT_NO_CRD: Final = 1
 EXIT_NO_CONFIG: Final = 1
-
-
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object a line; ``mpijob`` names the job a reconcile line is about."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, object] = {
-            "ts": f"{self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}.{int(record.msecs):03d}",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        key = getattr(record, "reconcile_key", None)
-        if key:
-            line["mpijob"] = key
-        if record.exc_info:
-            line["error"] = self.formatException(record.exc_info)
-        return json.dumps(line)
-
-
-def configure_logging(verbosity: int) -> None:
-    install_log_record_context()
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLogFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
-    # urllib3 logs every retried connection at WARNING; the client reports failures itself.
-    logging.getLogger("urllib3").setLevel(logging.ERROR)
 
 
 def own_budget_groups(gang: GangScheduler | None) -> tuple[str, ...]:
@@ -340,7 +310,7 @@ def check_crd(client: Client, namespace: str) -> bool:
 
 
 def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
-    configure_logging(options.verbosity)
+    configure_logging(options.verbosity, options.log_format)
     log.info(
         "mpi-operator %s starting: namespace=%s gang-scheduling=%s threadiness=%d",
         __version__,
