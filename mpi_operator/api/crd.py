@@ -77,25 +77,17 @@ _KNOWN_KEYS: Final = frozenset(_KEYWORDS) | _SHAPES | _OTHER_KEYS
 _SCALARS: Final[dict[object, str]] = {bool: "boolean", int: "integer", str: "string"}
 
 
-def _condition_status(condition_type: str) -> Schema:
-    return {
-        "name": condition_type,
-        "type": "string",
-        "description": f"Status of the job's {condition_type} condition.",
-        "jsonPath": f'.status.conditions[?(@.type=="{condition_type}")].status',
-    }
-
-
-# The API server prints only the first value a column's JSONPath finds, and a JSONPath filter
-# takes a single comparison, so "the last condition that is True" cannot be a column: the
-# first True condition is always Created, and the last condition in the list is often a False
-# one (Running=False is appended after Suspended=True). One column per condition that tells
-# the job's state is exact in every lifecycle instead.
+# The Kubeflow family's State column: the last condition's type. The operator keeps the
+# newest True job-state condition last whenever it writes the status
+# (controller/conditions.py, state_last), so it names Created, Running, Restarting,
+# Suspended, Succeeded or Failed, never GangScheduled or a False condition.
 PRINTER_COLUMNS: Final[list[Schema]] = [
-    _condition_status(c.CONDITION_RUNNING),
-    _condition_status(c.CONDITION_SUSPENDED),
-    _condition_status(c.CONDITION_SUCCEEDED),
-    _condition_status(c.CONDITION_FAILED),
+    {
+        "name": "State",
+        "type": "string",
+        "description": "The job's state: its newest True condition.",
+        "jsonPath": ".status.conditions[-1:].type",
+    },
     {
         "name": "Gang",
         "type": "string",

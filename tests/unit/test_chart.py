@@ -142,6 +142,7 @@ def test_lint_is_clean(helm: str) -> None:
                 "operator.gangScheduling=volcano",
                 *TUNED_FLAGS,
                 "operator.logLevel=4",
+                "operator.logFormat=json",
                 "operator.extraArgs={--health-port=9090}",
                 "operator.healthPort=9090",
                 "nodeSelector.kubernetes\\.io/os=linux",
@@ -172,6 +173,7 @@ def test_template_matches_its_golden_file(helm: str, name: str, sets: tuple[str,
         ("operator.monitoringPort=70000", "at '/operator/monitoringPort': maximum"),
         ("operator.leaderElect=maybe", "at '/operator/leaderElect': got string, want boolean"),
         ("operator.failureLogTail=no", "at '/operator/failureLogTail': got string, want boolean"),
+        ("operator.logFormat=xml", "at '/operator/logFormat': value must be one of"),
         ("image.pullPolicy=Sometimes", "at '/image/pullPolicy': value must be one of"),
         ("operator.controllerQueueRateLimit=0", "at '/operator/controllerQueueRateLimit'"),
         ("operator.namespace=Not_A_Namespace", "at '/operator/namespace'"),
@@ -381,6 +383,7 @@ def test_the_values_reach_the_operators_flags(helm: str) -> None:
             "operator.leaderElect=false",
             "operator.lockNamespace=locks",
             "operator.logLevel=3",
+            "operator.logFormat=json",
             "operator.failureLogTail=false",
             "operator.monitoringPort=9100",
             "operator.healthPort=9101",
@@ -402,6 +405,7 @@ def test_the_values_reach_the_operators_flags(helm: str) -> None:
         leader_elect=False,
         failure_log_tail=False,
         verbosity=3,
+        log_format="json",
         # The operator's own image, as the chart runs it.
         mpi_kubectl_delivery_image=f"mpi-operator:{__version__}",
     )
@@ -452,7 +456,7 @@ def test_launchers_get_kubectl_from_the_operators_image_unless_told_otherwise(
 
 
 # Flags a Deployment has no use for: the in-cluster configuration replaces the first two.
-NOT_VALUES = {"--master", "--kubeconfig", "--help"}
+NOT_VALUES = {"--master", "--kubeconfig", "--kubeConfig", "--help"}
 
 
 def test_every_flag_of_the_operator_is_a_value(helm: str) -> None:
@@ -461,9 +465,11 @@ def test_every_flag_of_the_operator_is_a_value(helm: str) -> None:
     parser = argparse.ArgumentParser()
     add_operator_flags(parser)
     flags = {
-        next(option for option in action.option_strings if option.startswith("--"))
+        option
         for action in parser._actions
-        if action.option_strings and not action.dest.startswith("klog_")
+        if not action.dest.startswith("klog_")
+        for option in action.option_strings
+        if option.startswith("--")
     } - NOT_VALUES
     container = operator_container(
         objects(template(helm))[("Deployment", "mpi-operator", "mpi-operator")]

@@ -26,6 +26,7 @@ from mpi_operator.api import constants as c
 from mpi_operator.api import crd, v2beta1
 from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.validation import parse_mpijob, validate
+from mpi_operator.controller.conditions import Condition, set_condition, state_last
 from mpi_operator.testing.wrappers import MPIJobWrapper
 from tests.unit.test_accounts import ACCOUNT_FIELDS, LAUNCHER_ACCOUNT_CASES, LAUNCHER_REASON
 
@@ -390,7 +391,8 @@ def test_pod_template_is_kept_whole(schema: Schema) -> None:
 # -- printer columns ------------------------------------------------------------------------
 
 _FILTER = re.compile(r'^(?P<field>\w+)\[\?\(@\.(?P<key>\w+)=="(?P<value>[^"]*)"\)\]$')
-_STEP = re.compile(r"[^.\[]+(?:\[\?\(.*?\)\])?")
+_STEP = re.compile(r"[^.\[]+(?:\[\?\(.*?\)\]|\[-1:\])?")
+_LAST = "[-1:]"
 
 
 def steps(path: str) -> list[str]:
@@ -402,7 +404,10 @@ def jsonpath(obj: Any, path: str) -> Any:
     """The first value of a column's JSONPath (the API server prints only the first)."""
     for part in steps(path):
         match = _FILTER.match(part)
-        if match:
+        if part.endswith(_LAST):
+            items = obj.get(part.removesuffix(_LAST)) if isinstance(obj, dict) else None
+            obj = items[-1] if items else None
+        elif match:
             items = obj.get(match["field"]) if isinstance(obj, dict) else None
             matching = [i for i in items or [] if i.get(match["key"]) == match["value"]]
             obj = matching[0] if matching else None
@@ -412,18 +417,11 @@ def jsonpath(obj: Any, path: str) -> Any:
 
 
 def test_printer_columns_read_declared_fields(definition: dict[str, Any], schema: Schema) -> None:
-    columns = definition["spec"]["versions"][0]["additionalPrinterColumns"]
-    names = [column["name"] for column in columns]
-    assert names[:7] == ["Running", "Suspended", "Succeeded", "Failed", "Gang", "Workers", "Age"]
-    condition_types = {
-        c.CONDITION_CREATED,
-        c.CONDITION_RUNNING,
-        c.CONDITION_RESTARTING,
-        c.CONDITION_SUCCEEDED,
-        c.CONDITION_SUSPENDED,
-        c.CONDITION_FAILED,
-        c.CONDITION_GANG_SCHEDULED,
-    }
+    for version in definition["spec"]["versions"]:
+        columns = version["additionalPrinterColumns"]
+        names = [column["name"] for column in columns if not column.get("priority")]
+        assert names == ["State", "Gang", "Workers", "Age"], version["name"]
+    condition_types = {c.CONDITION_GANG_SCHEDULED}
     for column in columns:
         assert column["type"] in {"string", "integer", "date"}
         path = column["jsonPath"]
@@ -438,6 +436,8 @@ def test_printer_columns_read_declared_fields(definition: dict[str, Any], schema
                 assert current["x-kubernetes-list-map-keys"] == [match["key"]]
                 assert match["value"] in condition_types
                 current = current["items"]
+            elif part.endswith(_LAST):
+                current = current["properties"][part.removesuffix(_LAST)]["items"]
             elif "properties" in current:
                 current = current["properties"][part]
             else:
@@ -447,34 +447,64 @@ def test_printer_columns_read_declared_fields(definition: dict[str, Any], schema
         assert current["type"] == expected_type, path
 
 
+def _set(conditions: list[Condition], condition_type: str, status: str, reason: str) -> None:
+    set_condition(conditions, condition_type, status, reason, "", "2026-01-01T00:00:00Z")
+
+
+RUNNING = ("Running", "True", "MPIJobRunning")
+RESTARTING = ("Restarting", "True", "MPIJobRestarting")
+SUSPENDED = ("Suspended", "True", "MPIJobSuspended")
+NOT_RUNNING = ("Running", "False", "MPIJobSuspended")
+GANG_PLACED = ("GangScheduled", "True", "PodGroupRunning")
+
+
 @pytest.mark.parametrize(
-    ("conditions", "expected"),
+    ("changes", "expected"),
     [
-        ([("Created", "True")], [None, None, None, None]),
-        ([("Created", "True"), ("Running", "True")], ["True", None, None, None]),
+        ([], "Created"),
+        ([RUNNING], "Running"),
+        ([RUNNING, GANG_PLACED], "Running"),
+        ([("GangScheduled", "False", "Unschedulable")], "Created"),
+        ([SUSPENDED, NOT_RUNNING], "Suspended"),
+        ([SUSPENDED, NOT_RUNNING, ("Suspended", "False", "MPIJobResumed")], "Created"),
+        ([RUNNING, RESTARTING], "Restarting"),
+        ([RESTARTING, GANG_PLACED], "Restarting"),
+        ([RUNNING, GANG_PLACED, ("Succeeded", "True", "MPIJobSucceeded")], "Succeeded"),
+        ([RESTARTING, ("Failed", "True", "WorkerFailed")], "Failed"),
         (
-            [("Created", "True"), ("Suspended", "True"), ("Running", "False")],
-            ["False", "True", None, None],
-        ),
-        (
-            [("Created", "True"), ("Running", "False"), ("Succeeded", "True")],
-            ["False", None, "True", None],
-        ),
-        (
-            [("Created", "True"), ("Failed", "True"), ("Running", "False")],
-            ["False", None, None, "True"],
+            [("Failed", "True", "BackoffLimitExceeded"), ("Running", "False", "MPIJobRunning")],
+            "Failed",
         ),
     ],
-    ids=["created", "running", "suspended", "succeeded", "failed before running"],
+    ids=[
+        "created",
+        "running",
+        "running, gang placed after",
+        "gang waiting",
+        "suspended",
+        "resumed",
+        "restarting",
+        "restarting, gang placed after",
+        "succeeded",
+        "failed while restarting",
+        "failed before running",
+    ],
 )
-def test_condition_columns_show_the_state(
-    definition: dict[str, Any], conditions: list[tuple[str, str]], expected: list[str | None]
+def test_the_state_column_names_the_newest_true_job_state(
+    definition: dict[str, Any], changes: list[tuple[str, str, str]], expected: str
 ) -> None:
+    """The conditions as the controller sets them, in order, then as its status write leaves
+    them; the column reads the same in both served versions."""
+    conditions: list[Condition] = []
+    _set(conditions, c.CONDITION_CREATED, "True", "MPIJobCreated")
+    for change in changes:
+        _set(conditions, *change)
+    state_last(conditions)
     obj = MPIJobWrapper().workers(3).obj()
-    obj["status"] = {"conditions": [{"type": t, "status": s} for t, s in conditions]}
-    columns = definition["spec"]["versions"][0]["additionalPrinterColumns"]
-    values = [jsonpath(obj, column["jsonPath"]) for column in columns[:6]]
-    assert values == [*expected, None, 3]
+    obj["status"] = {"conditions": conditions}
+    for version in definition["spec"]["versions"]:
+        [state] = [col for col in version["additionalPrinterColumns"] if col["name"] == "State"]
+        assert jsonpath(obj, state["jsonPath"]) == expected, version["name"]
 
 
 @pytest.mark.parametrize(
