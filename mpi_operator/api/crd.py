@@ -6,7 +6,8 @@ in ``v2beta1`` (they differ only where a field says ``by_version``): wire names 
 descriptions from ``Field(description=...)`` (or the class docstring), types from
 annotations and every admission rule from the ``x-crd`` metadata next to the field. Nothing
 here is written by hand except the shapes that carry the operator's own knowledge: the
-replica-spec map, the pod template, resource quantities and the printer columns.
+replica-spec map, resource quantities, the printer columns and what the pod template (Kubernetes'
+own generated schema, inlined) adds to Kubernetes' rules.
 
 The result must be a *structural* schema (every node typed, no references, no type inside
 ``anyOf`` except int-or-string), which is why this is a walker over the annotations and not a
@@ -452,8 +453,8 @@ def _pod_template_schema() -> Schema:
     the fields it prunes, and strict field validation (kubectl's default) turns that report
     into a refusal. The cost: pod fields newer than the pinned schema are refused or pruned.
     On top of Kubernetes' schema: every container and init container has a name that is a DNS
-    label and an image, and the amounts of its resources are quantities, so a job that would
-    fail when its pods are created is refused when submitted.
+    label and an image, and the amounts of its resources are non-negative quantities, so a job
+    that would fail when its pods are created is refused when submitted.
     """
     schema = _structural(pod_schema.template_schema())
     spec = schema["properties"]["spec"]
@@ -505,6 +506,7 @@ def _structural(node: pod_schema.Schema) -> Schema:
 
 
 def _tighten_container(container: Schema) -> None:
+    """What the API server checks of a container only when it creates the pods."""
     fields = container["properties"]
     container["required"] = sorted({*container.get("required", ()), "image", "name"})
     fields["name"].update(maxLength=dns.DNS1123_LABEL_MAX, pattern=DNS1123_LABEL_PATTERN)

@@ -39,8 +39,9 @@ MAX_DNS_SEARCHES: Final = 32
 MAX_DNS_SEARCH_CHARACTERS: Final = 2048
 
 MAX_ANNOTATIONS_BYTES: Final = 256 * 1024
-_VOLUME_FIELDS: Final = declared_fields("io.k8s.api.core.v1.Volume")
 """The API server's limit on the total size of an object's annotation keys and values."""
+
+_VOLUME_FIELDS: Final = declared_fields("io.k8s.api.core.v1.Volume")
 
 
 @dataclass(frozen=True)

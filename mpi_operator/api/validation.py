@@ -183,9 +183,8 @@ def _models(model: BaseModel, path: str) -> Iterator[tuple[BaseModel, str]]:
         where = f"{path}.{field.alias or name}"
         if isinstance(value, BaseModel):
             yield from _models(value, where)
-        elif isinstance(value, dict | list):
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in items:
+        elif isinstance(value, dict):
+            for key, item in value.items():
                 if isinstance(item, BaseModel):
                     yield from _models(item, f"{where}[{key}]")
 
