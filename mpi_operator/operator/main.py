@@ -2,8 +2,10 @@
 
 The start-up order follows upstream's: metrics first (every replica serves them), then a check
 that the CRD is installed, then the health server, then the Lease; only the leader builds the
-caches and runs the workers. SIGTERM and SIGINT stop everything cleanly: workers finish their
-current key, events are flushed and the Lease is handed back for a standby to take at once.
+caches and runs the workers, caching the gang scheduler's kinds only while the API server
+serves them all (``served``), so a missing PodGroup CRD never holds readiness back. SIGTERM
+and SIGINT stop everything cleanly: workers finish their current key, events are flushed and
+the Lease is handed back for a standby to take at once.
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from typing import Final
 
 from kubernetes.config.config_exception import ConfigException
 
-from gang import GangScheduler, cluster_inputs_of, gang_resources_of, select_gang_scheduler
+from gang import (
+    GangKind,
+    GangScheduler,
+    cluster_inputs_of,
+    gang_kinds_of,
+    gang_resources_of,
+    select_gang_scheduler,
+)
 from mpi_operator import __version__
 from mpi_operator.controller.execute import MAX_CONCURRENT_WRITES
 from mpi_operator.operator.caches import (
@@ -36,6 +45,7 @@ from mpi_operator.operator.caches import (
 from mpi_operator.operator.capacity import Change, NudgeSchedule, gangs_to_nudge, watch_capacity
 from mpi_operator.operator.options import DEFAULT_LEASE_NAME, Options
 from mpi_operator.operator.reconciler import RECONCILER_NAME, MPIJobReconciler, SyncError
+from mpi_operator.operator.served import describe_unserved, unserved_kinds, watch_served
 from mpi_operator.operator.writer import ApiWriter
 from mpi_operator.runtime.client import (
     CONFIGMAPS,
@@ -149,8 +159,34 @@ class Operator:
         self.ready = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
+        """Lead until ``stop``: caches built for the kinds the API server serves, built again
+        whenever that changes (a gang scheduler's CRD installed or removed)."""
         options, client = self.options, self.client
-        caches = build_caches(client, options.namespace, self.gang)
+        if not gang_kinds_of(self.gang):
+            self._run_caches(stop, ())
+            return
+        while not stop.is_set():
+            unserved = unserved_kinds(client, options.namespace, self.gang)
+            if unserved:
+                log.warning("%s", describe_unserved(unserved))
+            session = threading.Event()
+            watcher = threading.Thread(
+                target=watch_served,
+                args=(client, options.namespace, self.gang, unserved, stop, session),
+                name="served-kinds",
+                daemon=True,
+            )
+            watcher.start()
+            try:
+                self._run_caches(session, unserved)
+            finally:
+                session.set()
+
+    def _run_caches(self, stop: threading.Event, unserved: tuple[GangKind, ...]) -> None:
+        """Caches, queue and workers until ``stop``; the gang's kinds cached only when none
+        of them is ``unserved``."""
+        options, client = self.options, self.client
+        caches = build_caches(client, options.namespace, self.gang, gang_kinds_served=not unserved)
         self.caches = caches
         queue = RateLimitingQueue(
             RECONCILER_NAME,
@@ -194,6 +230,7 @@ class Operator:
             nudges=nudges,
             own_writes=own_writes,
             failure_log_tail=options.failure_log_tail,
+            unserved=unserved,
         )
         controller = Controller(
             RECONCILER_NAME,

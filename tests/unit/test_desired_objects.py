@@ -36,7 +36,7 @@ class FakeGang:
     """Just enough of a gang scheduler to see where the builders call it."""
 
     scheduler_name = "fake-gang"
-    gang_resources = (GangResource("example.com", "v1", "PodGroup", "podgroups"),)
+    gang_resources = (GangResource("example.com", "v1", "PodGroup", "podgroups", "Example"),)
 
     def gang_objects(self, job: MPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
         return [
