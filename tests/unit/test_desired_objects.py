@@ -165,8 +165,8 @@ def overrides() -> MPIJobWrapper:
         .restart_policy(c.WORKER, c.RESTART_POLICY_ON_FAILURE)
         .pod_spec_field(c.WORKER, "hostNetwork", True)
         .pod_spec_field(c.WORKER, "dnsConfig", {"searches": ["example.org"]})
-        .pod_spec_field(c.WORKER, "futurePodField", {"keep": True})
-        .container_field(c.WORKER, "futureContainerField", "keep")
+        .pod_spec_field(c.WORKER, "readinessGates", [{"conditionType": "example.com/keep"}])
+        .container_field(c.WORKER, "workingDir", "/keep")
         .command(c.WORKER, "/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config")
     )
 
