@@ -1,7 +1,7 @@
 # The operator image. The virtualenv is built in a throw-away stage and copied onto the same
 # base image, so its interpreter symlinks resolve and nothing used to build ships.
 #
-#   docker build -t mpi-operator:latest .
+#   docker build -t mpi-operator:0.1.0 .
 #
 # The deploy manifests (deploy/) run it as uid 65532 with a read-only root filesystem.
 # hack/images/build.py builds the same image without a container engine (spec.toml's
@@ -9,14 +9,20 @@
 # version, user, entrypoint, working directory, ports, environment or labels.
 # Debian bookworm, the suite hack/images/spec.toml builds on (its libcurl4 is pycurl's).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# Kubernetes' own kubectl image, of hack/cluster/versions.env's K8S_VERSION: the operator's image
+# is also the kubectl-delivery image of kubeflow.org/v1 launchers (mpi-operator deliver-kubectl).
+ARG KUBECTL_IMAGE=registry.k8s.io/kubectl:v1.34.1
+
+FROM ${KUBECTL_IMAGE} AS kubectl
 
 FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
-# Only what the wheel is built from: pyproject.toml reads README.md, and crds/ is packaged.
-COPY pyproject.toml README.md ./
+# Only what the wheel is built from: pyproject.toml reads README.md and LICENSE, and crds/ is
+# packaged.
+COPY pyproject.toml README.md LICENSE ./
 COPY crds/ crds/
 COPY gang/ gang/
 COPY mpi_operator/ mpi_operator/
@@ -34,8 +40,9 @@ RUN apt-get update \
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="mpi-operator" \
-      org.opencontainers.image.description="Kubernetes operator for kubeflow.org/v2beta1 MPIJobs" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.description="Kubernetes operator for kubeflow.org/v2beta1 and v1 MPIJobs" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="0.1.0"
 # The operator installs nothing at run time: drop the base image's packaging tools, and give
 # the numeric user a name so tools that look it up do not fail.
 RUN apt-get update \
@@ -46,6 +53,7 @@ RUN apt-get update \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin nonroot
 COPY --from=builder /opt/venv /opt/venv
+COPY --from=kubectl /bin/kubectl /usr/local/bin/kubectl
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

@@ -1,7 +1,9 @@
 """The ``mpi-operator`` command.
 
 ``mpi-operator render -f JOB.yaml`` prints what the operator would create for a job, without a
-cluster. Anything that is not a known command is the operator's own command line (see
+cluster; ``mpi-operator version`` prints the version; ``mpi-operator deliver-kubectl`` is what
+the operator's image runs as a kubeflow.org/v1 launcher's kubectl-delivery init container.
+Anything that is not a known command is the operator's own command line (see
 ``operator/options.py``): upstream's
 binary takes its flags (``--namespace``, ``--gang-scheduling``, ...) with no subcommand, and
 deployments that pass them must keep working, so commands only ever claim a bare first word.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
+        if not args and os.environ.get(TARGET_DIR):
+            # How a launcher runs a kubectl-delivery image: no command, no arguments, and
+            # $TARGET_DIR naming where kubectl goes. The operator itself never has $TARGET_DIR.
+            return _deliver_kubectl([])
         if args and args[0] in COMMANDS:
             return COMMANDS[args[0]](args[1:])
         if args and not args[0].startswith("-"):
@@ -83,8 +90,11 @@ def _operator_parser() -> _Parser:
         description="Kubernetes operator for kubeflow.org/v2beta1 and v1 MPIJobs.",
         epilog=(
             "commands:\n"
-            "  render    print the objects the operator would create for a job "
-            "(see mpi-operator render --help)"
+            "  render           print the objects the operator would create for a job "
+            "(see mpi-operator render --help)\n"
+            "  version          print the version\n"
+            "  deliver-kubectl  copy this image's kubectl to $TARGET_DIR (a kubeflow.org/v1 "
+            "launcher's init container)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
@@ -241,6 +251,53 @@ def _only_document(text: str, source: str) -> Any:
     return documents[0]
 
 
+# -- version ---------------------------------------------------------------------------------
+
+
+def _version(argv: list[str]) -> int:
+    _Parser(prog=f"{PROG} version", description="Print the version.").parse_args(argv)
+    print(f"{PROG} {__version__}")
+    return 0
+
+
+# -- deliver-kubectl -------------------------------------------------------------------------
+
+TARGET_DIR: Final = "TARGET_DIR"
+KUBECTL: Final = "kubectl"
+
+
+def _deliver_kubectl(argv: list[str]) -> int:
+    """Copies the kubectl on $PATH to $TARGET_DIR/kubectl, mode 0755, as training-operator's
+    kubectl-delivery image does, so the operator's image serves as that image too. The copy is
+    renamed into place: a rerun replaces what an earlier one left, whichever user wrote it."""
+    _Parser(
+        prog=f"{PROG} deliver-kubectl",
+        description=f"Copy kubectl from $PATH to ${TARGET_DIR}/kubectl, mode 0755.",
+    ).parse_args(argv)
+    target = os.environ.get(TARGET_DIR, "")
+    if not target:
+        raise UsageError(f"{PROG} deliver-kubectl: ${TARGET_DIR} must name a directory")
+    if not os.path.isdir(target) or not os.access(target, os.W_OK):
+        raise UsageError(
+            f"{PROG} deliver-kubectl: {target} is not a directory this user can write to"
+        )
+    source = shutil.which(KUBECTL)
+    if source is None:
+        raise UsageError(f"{PROG} deliver-kubectl: no {KUBECTL} on $PATH in this image")
+    partial = os.path.join(target, f".{KUBECTL}.partial")
+    try:
+        shutil.copyfile(source, partial)
+        os.chmod(partial, 0o755)
+        os.replace(partial, os.path.join(target, KUBECTL))
+    except OSError as error:
+        raise UsageError(f"{PROG} deliver-kubectl: {error}") from None
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    print(f"{PROG} deliver-kubectl: copied {source} to {os.path.join(target, KUBECTL)}")
+    return 0
+
+
 # -- output ----------------------------------------------------------------------------------
 
 
@@ -272,4 +329,8 @@ def dump_objects(objects: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-COMMANDS: Final[dict[str, Callable[[list[str]], int]]] = {"render": _render}
+COMMANDS: Final[dict[str, Callable[[list[str]], int]]] = {
+    "render": _render,
+    "version": _version,
+    "deliver-kubectl": _deliver_kubectl,
+}

@@ -13,10 +13,12 @@ warm cache returns at once. Root filesystems, wheels and downloaded packages are
 it under their own keys, so changing a program does not re-run mmdebstrap.
 
 The operator's own image (spec.toml's [operator]) is the project's wheel and its pinned
-dependencies on Debian's Python, in a virtual environment at /opt/venv; its last layer is keyed
-by the source tree as well, so only that layer is rebuilt when the code changes:
+dependencies on Debian's Python, in a virtual environment at /opt/venv, and the kubectl that
+hack/cluster/build.sh builds (the image is also kubeflow.org/v1 launchers' kubectl-delivery
+image); its last layer is keyed by the source tree and kubectl as well, so only that layer is
+rebuilt when the code changes:
 
-    .../images/<key>/operator/<source key>/mpi-operator_latest.tar
+    .../images/<key>/operator/<source and kubectl key>/library_mpi-operator_<version>.tar
 
 The kubectl-delivery image (spec.toml's [kubectl-delivery]) holds the kubectl that
 hack/cluster/build.sh builds from the pinned Kubernetes module, so it is keyed by that binary
@@ -25,7 +27,7 @@ too; when kubectl is not built yet, build.sh builds it first (the control plane'
     .../images/<key>/kubectl-delivery/<kubectl key>/library_mpi-operator-kubectl-delivery_<tag>.tar
 
 Usage: build.py                 build what is missing, print one tar path per line
-       build.py --no-kubectl    the same without the kubectl-delivery image (no Go build)
+       build.py --no-kubectl    the same without the images holding kubectl (no Go build)
        build.py --image NAME    the same for the named image(s) only
        build.py --print-dir     print the directory the tars are (or will be) in
        build.py --list          print "<image name> <tar path>" lines without building
@@ -64,6 +66,9 @@ FILES = HERE / "files"
 # that builds kubectl from them.
 VERSIONS_FILE = REPO / "hack" / "cluster" / "versions.env"
 CLUSTER_BUILD = REPO / "hack" / "cluster" / "build.sh"
+# The one place the project's version is written, which tags and labels the operator image.
+VERSION_FILE = REPO / "mpi_operator" / "__init__.py"
+VERSION_LABEL = "org.opencontainers.image.version"
 
 MPIUSER = "mpiuser"
 MPIUSER_ID = 1000
@@ -89,9 +94,10 @@ DPKG_FILTERS = [
 
 @dataclass(frozen=True)
 class OperatorSpec:
-    """The operator image: what spec.toml's [operator] says (and the Dockerfile repeats)."""
+    """The operator image: what spec.toml's [operator] says (and the Dockerfile repeats),
+    tagged and labelled with the project's version."""
 
-    name: str
+    repository: str
     python: str
     venv: str
     user: str
@@ -104,6 +110,13 @@ class OperatorSpec:
     labels: dict[str, str]
     wheels: dict[str, str]
     compiled: list[str]
+    kubectl: str
+    # __version__ of mpi_operator/__init__.py.
+    version: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.repository}:{self.version}"
 
     @property
     def site_packages(self) -> str:
@@ -112,13 +125,13 @@ class OperatorSpec:
     def image(self) -> Image:
         return Image(
             self.name,
-            ["operator-base", "operator-dependencies", "operator-app"],
+            ["operator-base", "operator-dependencies", "operator-kubectl", "operator-app"],
             entrypoint=self.entrypoint,
             user=f"{self.uid}:{self.uid}",
             env=[f"PATH={self.venv}/bin:{DEFAULT_PATH}", *self.env],
             working_dir=self.working_dir,
             ports=[f"{port}/tcp" for port in self.ports],
-            labels=self.labels,
+            labels={**self.labels, VERSION_LABEL: self.version},
         )
 
 
@@ -164,6 +177,14 @@ def kubernetes_version(path: Path = VERSIONS_FILE) -> str:
     raise SystemExit(f"build.py: no K8S_VERSION in {path}")
 
 
+def project_version(path: Path = VERSION_FILE) -> str:
+    """``__version__`` of mpi_operator/__init__.py, read without importing the package."""
+    match = re.search(r'^__version__ = "([^"]+)"$', path.read_text(), re.MULTILINE)
+    if match is None:
+        raise SystemExit(f"build.py: no __version__ in {path}")
+    return match.group(1)
+
+
 @dataclass(frozen=True)
 class Spec:
     suite: str
@@ -189,6 +210,7 @@ class Spec:
                     "labels": dict(operator["labels"]),
                     "wheels": dict(operator["wheels"]),
                     "compiled": list(operator.get("compiled", [])),
+                    "version": project_version(),
                 }
             ),
             kubectl_delivery=KubectlDeliverySpec(
@@ -680,7 +702,7 @@ def layer_entries(spec: Spec, name: str, inputs: dict[str, Path]) -> Iterator[oc
 # ---- the operator ----------------------------------------------------------------------
 
 # What the project's wheel is built from: the key of the operator's last layer hashes these.
-OPERATOR_SOURCES = ("pyproject.toml", "README.md", "crds", "gang", "mpi_operator")
+OPERATOR_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "crds", "gang", "mpi_operator")
 # Run by the build's Python with the wheels' site-packages first on the path: a missing or
 # broken dependency fails the build, not the first pod.
 IMPORT_CHECK = (
@@ -722,10 +744,11 @@ def source_key() -> str:
     )
 
 
-def operator_tar() -> Path:
-    """Where the operator image of this source tree is (or will be) written."""
+def operator_tar(kubectl: Path) -> Path:
+    """Where the operator image of this source tree and this kubectl is (or will be) written."""
     operator = Spec.load().operator.image()
-    return image_dir() / "operator" / source_key() / operator.file_name
+    key = _digest([source_key().encode(), kubectl.read_bytes()])
+    return image_dir() / "operator" / key / operator.file_name
 
 
 # Bookworm's glibc (2.36) runs every older manylinux wheel.
@@ -976,12 +999,12 @@ def _cached_layer(path: Path, blobs: Path, make: Callable[[], oci.Layer]) -> oci
 STALE_OPERATOR_IMAGE_SECONDS = 24 * 3600
 
 
-def build_operator() -> Path:
-    """The operator image of this source tree. Its Debian and dependency layers are kept per
-    tool key; only the last layer (the project's wheel) is rebuilt when the sources change.
-    Images of other source trees unused for a day are removed."""
+def build_operator(kubectl: Path) -> Path:
+    """The operator image of this source tree, with this kubectl. Its Debian, dependency and
+    kubectl layers are kept per tool key; only the last layer (the project's wheel) is rebuilt
+    when the sources change. Images of other source trees unused for a day are removed."""
     spec = Spec.load()
-    out = operator_tar()
+    out = operator_tar(kubectl)
     if out.exists():
         # Marks it used, so that a build from another tree sharing the cache keeps it.
         out.parent.touch()
@@ -1009,6 +1032,13 @@ def build_operator() -> Path:
                     layers_dir / "operator-dependencies.json",
                     blobs,
                     lambda: oci.write_layer(_venv_entries(spec, dependencies), blobs),
+                ),
+                _cached_layer(
+                    layers_dir / f"operator-kubectl-{_digest([kubectl.read_bytes()])}.json",
+                    blobs,
+                    lambda: oci.write_layer(
+                        [oci.host_file(spec.operator.kubectl, kubectl, spec.epoch, 0o755)], blobs
+                    ),
                 ),
                 oci.write_layer(_venv_entries(spec, app), blobs),
             ]
@@ -1148,8 +1178,9 @@ def image_dir() -> Path:
 
 
 def build(only: list[str] | None = None, kubectl: bool = True) -> list[Path]:
-    """Builds every image (or only the named ones; without kubectl, every image but the
-    kubectl-delivery one) and returns their tar paths, the operator's last."""
+    """Builds every image (or only the named ones; without kubectl, every image but the two
+    holding kubectl, the kubectl-delivery one and the operator's) and returns their tar paths,
+    the operator's last."""
     spec = Spec.load()
     operator = spec.operator.image().name
     delivery = spec.kubectl_delivery.name
@@ -1169,8 +1200,8 @@ def build(only: list[str] | None = None, kubectl: bool = True) -> list[Path]:
                 log(f"images ready in {time.monotonic() - start:.0f}s")
     if (only is None and kubectl) or delivery in (only or ()):
         tars.append(build_kubectl_delivery(kubectl_binary()))
-    if only is None or operator in only:
-        tars.append(build_operator())
+    if (only is None and kubectl) or operator in (only or ()):
+        tars.append(build_operator(kubectl_binary()))
     return tars
 
 
@@ -1211,7 +1242,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-kubectl",
         action="store_true",
-        help="leave out the kubectl-delivery image (whose kubectl the Go build makes)",
+        help="leave out the images holding kubectl (which the Go build makes): the "
+        "kubectl-delivery image and the operator's",
     )
     args = parser.parse_args(argv)
     if args.print_dir:
@@ -1223,10 +1255,11 @@ def main(argv: list[str] | None = None) -> int:
             print(image.name, image_dir() / image.file_name)
         kubectl = built_kubectl()
         if kubectl is None:
-            log(f"{spec.kubectl_delivery.name} left out: kubectl is not built yet")
+            left_out = f"{spec.kubectl_delivery.name} and {spec.operator.name}"
+            log(f"{left_out} left out: kubectl is not built yet")
         else:
             print(spec.kubectl_delivery.name, kubectl_delivery_tar(kubectl))
-        print(spec.operator.image().name, operator_tar())
+            print(spec.operator.name, operator_tar(kubectl))
         return 0
     for path in build(args.image, kubectl=not args.no_kubectl):
         print(path)

@@ -6,6 +6,8 @@ Users' dashboards, selectors and scripts depend on these exact strings.
 
 from typing import Final, NamedTuple
 
+from mpi_operator import __version__
+
 GROUP: Final = "kubeflow.org"
 VERSION: Final = "v2beta1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
@@ -98,9 +100,12 @@ DISCOVER_HOSTS_SCRIPT_NAME: Final = "discover_hosts.sh"
 # KubectlExec: mpirun's remote shell, and where the launcher's kubectl is copied to.
 KUBEXEC_SCRIPT_NAME: Final = "kubexec.sh"
 KUBECTL_MOUNT_PATH: Final = "/opt/kube"
-# Built by this project from the Kubernetes release it pins (hack/images); training-operator's
-# kubeflow/kubectl-delivery images work the same way (entrypoint copies to $TARGET_DIR).
-DEFAULT_KUBECTL_DELIVERY_IMAGE: Final = "docker.io/library/mpi-operator-kubectl-delivery:v1.34.1"
+# The operator's own image of this version, which carries kubectl and, run with no arguments
+# and $TARGET_DIR set, copies it there (`mpi-operator deliver-kubectl`): an install that has the
+# operator has its kubectl-delivery image. The install manifests pass the operator's image
+# exactly as they run it (by digest in a release). Training-operator's kubeflow/kubectl-delivery
+# images work the same way.
+DEFAULT_KUBECTL_DELIVERY_IMAGE: Final = f"docker.io/library/mpi-operator:{__version__}"
 
 CONDITION_CREATED: Final = "Created"
 CONDITION_RUNNING: Final = "Running"

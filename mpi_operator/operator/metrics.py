@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
+import platform
 from datetime import datetime
 from typing import Any, Final
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
+from mpi_operator import __version__
 from mpi_operator.api import constants as c
 from mpi_operator.controller.conditions import Condition, find_condition, is_true
 from mpi_operator.controller.ttl import parse_time
@@ -32,6 +34,13 @@ JOB_INFO: Final = Gauge(
 )
 
 # Ours, not upstream's.
+# Always 1: the labels say which build answers, as Kubernetes' own components' build info does.
+BUILD_INFO: Final = Gauge(
+    "mpi_operator_build_info",
+    "The operator's version and the Python it runs on; always 1",
+    ["version", "python"],
+)
+BUILD_INFO.labels(__version__, platform.python_version()).set(1)
 GANG_CAPACITY_NUDGES: Final = Counter(
     "mpi_operator_gang_capacity_nudges",
     "Waiting gangs whose scheduler was told that the cluster may have room for them",

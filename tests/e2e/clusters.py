@@ -396,13 +396,25 @@ class ClusterProvider:
         if self.provider not in ("local", "existing", "kind"):
             raise pytest.UsageError(f"unknown E2E_PROVIDER {self.provider!r}")
 
-    def get(self, flavour: str, real_nodes: bool = False, kueue: bool = False) -> E2ECluster:
+    def get(
+        self,
+        flavour: str,
+        real_nodes: bool = False,
+        kueue: bool = False,
+        images_dir: Path | None = None,
+    ) -> E2ECluster:
         """The session's cluster of a flavour; with ``real_nodes`` a separate one whose
-        pods run for real (local provider: two real nodes and no fake ones); with ``kueue``
-        a separate one where Kueue admits jobs."""
+        pods run for real (local provider: two real nodes and no fake ones), whose nodes import
+        the ``*.tar`` of ``images_dir`` when given (a separate cluster again) instead of every
+        image hack/images builds; with ``kueue`` a separate one where Kueue admits jobs."""
         if flavour not in FLAVOURS:
             raise ValueError(f"unknown flavour {flavour!r}; one of {FLAVOURS}")
-        key = flavour + ("-real" if real_nodes else "") + ("-kueue" if kueue else "")
+        key = (
+            flavour
+            + ("-real" if real_nodes else "")
+            + ("-kueue" if kueue else "")
+            + ("-images" if images_dir else "")
+        )
         if key in self.failed:
             pytest.fail(f"{key} cluster failed to start earlier: {self.failed[key]}")
         if key not in self.clusters:
@@ -410,7 +422,9 @@ class ClusterProvider:
                 if real_nodes and self.provider == "local":
                     # Two: the examples ask for three pods of one CPU each, and a node
                     # of this machine has two.
-                    self.clusters[key] = self._local(flavour, real_nodes=2)
+                    self.clusters[key] = self._local(flavour, real_nodes=2, images_dir=images_dir)
+                elif images_dir is not None:
+                    pytest.skip("images of a directory are imported into local real nodes only")
                 elif kueue and self.provider == "local":
                     self.clusters[key] = self._local(flavour, kueue=True)
                 elif kueue:
@@ -453,7 +467,13 @@ class ClusterProvider:
             pytest.skip(f"{self.provider} cluster {cluster.name} has no Kueue ({KUEUE_CRD})")
         return cluster
 
-    def _local(self, flavour: str, real_nodes: int = 0, kueue: bool = False) -> E2ECluster:
+    def _local(
+        self,
+        flavour: str,
+        real_nodes: int = 0,
+        kueue: bool = False,
+        images_dir: Path | None = None,
+    ) -> E2ECluster:
         # Named apart from the `make cluster-up` clusters so a developer's
         # running cluster is never replaced by the test session.
         name = f"{os.environ.get('E2E_CLUSTER_PREFIX', 'e2e')}-{flavour}"
@@ -465,6 +485,9 @@ class ClusterProvider:
         if kueue:
             name += "-kueue"
             cmd += ["--kueue", "--kueue-pods-ready-timeout", str(KUEUE_PODS_READY_TIMEOUT)]
+        if images_dir is not None:
+            name += "-images"
+            cmd += ["--images-dir", str(images_dir)]
         cmd += ["--name", name]
         # kwokctl keeps a copy of the policy: the file is needed only while the cluster starts.
         with tempfile.TemporaryDirectory() as scratch:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,11 +27,12 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-import hack.cluster as localcluster
+from hack.cluster.images import images_tool
 from mpi_operator import sdk
 from tests.tools import run_helm
 
 from .clusters import REPO, ClusterProvider, E2ECluster, wait_until
+from .installs import SELECTOR, images_build, kubectl, operator_pods, ready
 from .operator import run_pi_example
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnodes]
@@ -40,11 +40,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.realnodes]
 STANDALONE = REPO / "deploy" / "overlays" / "standalone"
 CHART = REPO / "charts" / "mpi-operator"
 NAMESPACE = "mpi-operator"
-SELECTOR = "app.kubernetes.io/name=mpi-operator"
 LEASE = "mpi-operator"
 # The ClusterRoles for people, which aggregate into Kubeflow's.
 USER_ROLES = "kubeflow-mpijobs-"
-IMAGE = "docker.io/library/mpi-operator:latest"
+# What deploy/base and the chart's appVersion name: the operator image of this version.
+IMAGE = images_tool().Spec.load().operator.name
 HEALTH_PORT = 8080
 METRICS_PORT = 8081
 # Generous: pods start on a machine other tests keep busy.
@@ -63,12 +63,7 @@ def real_node_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
 @pytest.fixture(scope="module")
 def image_digests() -> set[str]:
     """The manifest and config digests of the operator image the real nodes imported."""
-    listing = subprocess.run(
-        [sys.executable, str(REPO / "hack" / "images" / "build.py"), "--list"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    listing = images_build("--list")
     (tar_path,) = [line.split()[1] for line in listing.splitlines() if line.startswith(IMAGE)]
     with tarfile.open(tar_path) as tar:
         index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
@@ -76,20 +71,6 @@ def image_digests() -> set[str]:
         blob = f"blobs/sha256/{manifest['digest'].removeprefix('sha256:')}"
         config = json.load(tar.extractfile(blob))["config"]  # type: ignore[arg-type]
     return {manifest["digest"], config["digest"]}
-
-
-def kubectl(cluster: E2ECluster, *args: str, stdin: str | None = None) -> str:
-    binary = localcluster.bin_dir(build=False) / "kubectl"
-    done = subprocess.run(
-        [str(binary), f"--kubeconfig={cluster.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
 
 
 def write_overlay(directory: Path) -> Path:
@@ -116,19 +97,6 @@ def write_overlay(directory: Path) -> Path:
     }
     (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
     return directory
-
-
-def operator_pods(cluster: E2ECluster, namespace: str) -> list[dict[str, Any]]:
-    return [
-        pod
-        for pod in cluster.list_pods(namespace, label_selector=SELECTOR)
-        if not pod["metadata"].get("deletionTimestamp")
-    ]
-
-
-def ready(pod: dict[str, Any]) -> bool:
-    conditions = pod.get("status", {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def wait_ready_pods(cluster: E2ECluster, namespace: str, count: int) -> list[dict[str, Any]]:
@@ -321,14 +289,13 @@ def test_a_helm_install_runs_pi(
     namespace_factory: Callable[..., str],
     tmp_path: Path,
 ) -> None:
-    """`helm install` with the chart's defaults but the local image's tag, no CPU request and
-    no user roles."""
+    """`helm install` with the chart's defaults (the image of its appVersion, which the nodes
+    imported) but no CPU request and no user roles."""
     release_namespace = namespace_factory(real_node_cluster, restricted=True)
     values = tmp_path / "values.yaml"
     values.write_text(
         yaml.safe_dump(
             {
-                "image": {"tag": IMAGE.rsplit(":", 1)[1]},
                 "replicaCount": 1,
                 # The kustomize install's user roles stay in the cluster (see above).
                 "rbac": {"userRoles": False},

@@ -5,6 +5,8 @@ the kustomize install in deploy/ (RBAC rules, Deployment args and pod, CRD)."""
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,8 +14,16 @@ from typing import Any
 import pytest
 import yaml
 from golden import assert_matches_golden
-from test_deploy import LEADER_ELECTION, NAMESPACED, base_objects, flatten, kustomize
+from test_deploy import (
+    DELIVERY_ENV,
+    LEADER_ELECTION,
+    NAMESPACED,
+    base_objects,
+    flatten,
+    kustomize,
+)
 
+from mpi_operator import __version__
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
 from tests.tools import (
     gang_component_for,
@@ -70,6 +80,14 @@ def operator_options(args: list[str]) -> Options:
     parser = argparse.ArgumentParser()
     add_operator_flags(parser)
     return options_from(parser.parse_args(args))
+
+
+def expanded_args(container: Doc) -> list[str]:
+    """The container's arguments with ``$(NAME)`` of its plain ``env`` values expanded, as the
+    kubelet expands them."""
+    values = {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
+    args: list[str] = container["args"]
+    return [re.sub(r"\$\((\w+)\)", lambda m: values.get(m[1], m[0]), arg) for arg in args]
 
 
 # Values of the operator's tuning flags, used by more than one test.
@@ -331,8 +349,13 @@ def test_the_chart_runs_the_operator_as_the_kustomize_deployment_does(
     container, source_container = dict(pod["containers"][0]), dict(source_pod["containers"][0])
     # Every flag spelled out by the chart means what the base's few flags mean.
     assert operator_options(container.pop("args")) == operator_options(source_container.pop("args"))
-    assert container.pop("image") == "mpi-operator:0.1.0"
-    source_container.pop("image")
+    assert container.pop("image") == f"mpi-operator:{__version__}"
+    source_image = source_container.pop("image")
+    # Both give launchers the operator's own image as their kubectl-delivery image.
+    assert container["env"][0] == {"name": DELIVERY_ENV, "value": f"mpi-operator:{__version__}"}
+    assert source_container["env"][0] == {"name": DELIVERY_ENV, "value": source_image}
+    container["env"] = container["env"][1:]
+    source_container["env"] = source_container["env"][1:]
     assert container == source_container
     assert {k: v for k, v in pod.items() if k != "containers"} == {
         k: v for k, v in source_pod.items() if k != "containers"
@@ -367,7 +390,7 @@ def test_the_values_reach_the_operators_flags(helm: str) -> None:
         )
     )
     container = operator_container(rendered[("Deployment", "mpi-operator", "mpi-operator")])
-    assert operator_options(container["args"]) == Options(
+    assert operator_options(expanded_args(container)) == Options(
         namespace="",
         threadiness=8,
         monitoring_port=9100,
@@ -383,6 +406,8 @@ def test_the_values_reach_the_operators_flags(helm: str) -> None:
         failure_log_tail=False,
         verbosity=3,
         log_format="json",
+        # The operator's own image, as the chart runs it.
+        mpi_kubectl_delivery_image=f"mpi-operator:{__version__}",
     )
     assert [p["containerPort"] for p in container["ports"]] == [9101, 9100]
     # Without leader election there is no Lease, and no right to one.
@@ -403,3 +428,54 @@ def test_the_chart_and_the_kustomize_base_ship_the_same_objects(
     chart: dict[tuple[str, str, str], Doc], base: dict[tuple[str, str], Doc]
 ) -> None:
     assert {(kind, name) for kind, _, name in chart} == set(base)
+
+
+@pytest.mark.parametrize(
+    ("sets", "expected"),
+    [
+        ((), f"mpi-operator:{__version__}"),
+        (
+            ("image.repository=registry.example/mpi-operator", "image.digest=sha256:" + "b" * 64),
+            "registry.example/mpi-operator@sha256:" + "b" * 64,
+        ),
+        (
+            ("operator.kubectlDeliveryImage=registry.example/kubectl-delivery:v1.34.1",),
+            "registry.example/kubectl-delivery:v1.34.1",
+        ),
+    ],
+    ids=["default", "operator-digest", "own-value"],
+)
+def test_launchers_get_kubectl_from_the_operators_image_unless_told_otherwise(
+    helm: str, sets: tuple[str, ...], expected: str
+) -> None:
+    rendered = objects(template(helm, *sets))
+    container = operator_container(rendered[("Deployment", "mpi-operator", "mpi-operator")])
+    assert operator_options(expanded_args(container)).mpi_kubectl_delivery_image == expected
+    if not any(value.startswith("operator.kubectlDeliveryImage") for value in sets):
+        assert expected == container["image"]
+
+
+# Flags a Deployment has no use for: the in-cluster configuration replaces the first two.
+NOT_VALUES = {"--master", "--kubeconfig", "--kubeConfig", "--help"}
+
+
+def test_every_flag_of_the_operator_is_a_value(helm: str) -> None:
+    """Every flag the operator takes (klog's, which change nothing, aside) is spelled out by
+    the chart, from a value under `operator.`."""
+    parser = argparse.ArgumentParser()
+    add_operator_flags(parser)
+    flags = {
+        option
+        for action in parser._actions
+        if not action.dest.startswith("klog_")
+        for option in action.option_strings
+        if option.startswith("--")
+    } - NOT_VALUES
+    container = operator_container(
+        objects(template(helm))[("Deployment", "mpi-operator", "mpi-operator")]
+    )
+    given = {arg.split("=", 1)[0] for arg in container["args"]}
+    assert flags - given == set()
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["operator"]
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert set(values) == set(schema["properties"]["operator"]["properties"])

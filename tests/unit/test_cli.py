@@ -295,10 +295,15 @@ def test_a_priority_class_must_be_name_equals_value(
     assert err.startswith(f"mpi-operator render: --priority-class '{value}': expected NAME=VALUE")
 
 
-@pytest.mark.parametrize("flag", ["--version", "-version"])
-def test_version(capsys: pytest.CaptureFixture[str], flag: str) -> None:
-    assert main([flag]) == 0
+@pytest.mark.parametrize("argv", [["--version"], ["-version"], ["version"]])
+def test_version(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    assert main(argv) == 0
     assert capsys.readouterr().out == f"mpi-operator {__version__}\n"
+
+
+def test_the_version_command_takes_no_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version", "--short"]) == 2
+    assert "unrecognized arguments: --short" in capsys.readouterr().err
 
 
 def test_an_unknown_command_is_named(capsys: pytest.CaptureFixture[str]) -> None:

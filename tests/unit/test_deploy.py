@@ -22,6 +22,7 @@ from gang import (
     gang_resources_of,
     select_gang_scheduler,
 )
+from mpi_operator import __version__
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
 from tests.tools import (
     gang_component_flag,
@@ -34,6 +35,8 @@ from tests.tools import rule_permissions as flatten
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "base"
+# The Deployment's variable naming the launchers' kubectl-delivery image.
+DELIVERY_ENV = "KUBECTL_DELIVERY_IMAGE"
 STANDALONE = ROOT / "deploy" / "overlays" / "standalone"
 NAMESPACED = ROOT / "deploy" / "overlays" / "namespaced"
 LEADER_ELECTION = "mpi-operator-leader-election"
@@ -418,9 +421,8 @@ def test_standalone_overlay(container: Doc) -> None:
     kustomization = load(STANDALONE / "kustomization.yaml")[0]
     assert kustomization["namespace"] == "mpi-operator"
     assert kustomization["resources"] == ["../../base", "namespace.yaml"]
-    assert kustomization["images"] == [
-        {"name": container["image"], "newName": "mpi-operator", "newTag": "latest"}
-    ]
+    # The base names the image of this version; an overlay pins no other tag.
+    assert "images" not in kustomization
     namespace = load(STANDALONE / "namespace.yaml")[0]
     assert (namespace["kind"], namespace["metadata"]["name"]) == ("Namespace", "mpi-operator")
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
@@ -446,9 +448,14 @@ def test_rendered_install_matches_its_sources(objects: dict[tuple[str, str], Doc
     pod = rendered[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]
     source_pod = objects[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]
     container = dict(pod["containers"][0])
-    assert container.pop("image") == "mpi-operator:latest"
+    assert container.pop("image") == f"mpi-operator:{__version__}"
     source_container = dict(source_pod["containers"][0])
     source_container.pop("image")
+    # kustomize rewrites the kubectl-delivery image with the operator's.
+    assert container["env"][0] == {"name": DELIVERY_ENV, "value": f"mpi-operator:{__version__}"}
+    assert source_container["env"][0] == {"name": DELIVERY_ENV, "value": "mpi-operator"}
+    container["env"] = container["env"][1:]
+    source_container["env"] = source_container["env"][1:]
     assert container == source_container, stale
     assert {k: v for k, v in pod.items() if k != "containers"} == {
         k: v for k, v in source_pod.items() if k != "containers"
@@ -530,7 +537,7 @@ def test_kubeflow_overlay_installs_into_kubeflows_namespace(
     container = rendered[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]["containers"][
         0
     ]
-    assert container["image"] == "mpi-operator:latest"
+    assert container["image"] == f"mpi-operator:{__version__}"
     # The Lease follows the pod into kubeflow; the operator watches every namespace.
     assert "--lock-namespace=$(POD_NAMESPACE)" in container["args"]
     assert not any(arg.startswith("--namespace") for arg in container["args"])

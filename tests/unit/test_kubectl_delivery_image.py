@@ -1,7 +1,8 @@
-"""The kubectl-delivery image as hack/images declares it, without building it: the name
-kubeflow.org/v1 launchers ask for, tagged with the version of the kubectl the cluster tooling
-builds, and a config that runs it as training-operator runs kubeflow/kubectl-delivery: with no
-command, as a non-root user, into $TARGET_DIR."""
+"""The kubectl-delivery image as hack/images declares it, without building it: tagged with the
+version of the kubectl the cluster tooling builds, and a config that runs it as
+training-operator runs kubeflow/kubectl-delivery: with no command, as a non-root user, into
+$TARGET_DIR. kubeflow.org/v1 launchers ask for the operator's own image by default; this one
+stands for the images that run the same way."""
 
 from __future__ import annotations
 
@@ -33,10 +34,13 @@ def test_the_name_is_tagged_with_the_kubernetes_version_of_versions_env() -> Non
     assert kubectl_delivery_image() == expected
 
 
-def test_the_operator_asks_for_this_image_by_default() -> None:
-    """A launcher on the local cluster's real nodes must find it imported: nothing is pulled."""
-    assert kubectl_delivery_image() == c.DEFAULT_KUBECTL_DELIVERY_IMAGE
-    assert Options().static_facts().kubectl_delivery_image == kubectl_delivery_image()
+def test_the_operator_asks_for_its_own_image_by_default() -> None:
+    """An install that runs the operator has its kubectl-delivery image: the same one, which
+    the real nodes import too (nothing is pulled). This image stands for training-operator's,
+    which runs with no command as well."""
+    operator_image = images_tool().Spec.load().operator.name
+    assert operator_image == c.DEFAULT_KUBECTL_DELIVERY_IMAGE
+    assert Options().static_facts().kubectl_delivery_image == operator_image
 
 
 def test_it_runs_its_entrypoint_with_no_command_as_a_numeric_non_root_user(image: Any) -> None:

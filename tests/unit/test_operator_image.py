@@ -18,6 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from hack.cluster.images import images_tool
+from mpi_operator import __version__
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -170,11 +171,31 @@ def test_the_deployment_runs_the_image_as_its_user() -> None:
     assert "command" not in container, "the image's entrypoint starts the operator"
 
 
-def test_the_image_is_named_as_the_overlays_name_it(image: Any) -> None:
-    for overlay in ("standalone", "kubeflow"):
-        kustomization = (REPO / "deploy" / "overlays" / overlay / "kustomization.yaml").read_text()
-        (entry,) = yaml.safe_load(kustomization)["images"]
-        assert f"docker.io/library/{entry['newName']}:{entry['newTag']}" == image.name
+def test_the_image_is_named_as_deploy_names_it(image: Any) -> None:
+    kustomization = (REPO / "deploy" / "base" / "kustomization.yaml").read_text()
+    (entry,) = yaml.safe_load(kustomization)["images"]
+    assert f"docker.io/library/{entry['name']}:{entry['newTag']}" == image.name
+    assert image.name == f"docker.io/library/mpi-operator:{__version__}"
+
+
+def test_both_label_the_image_with_the_version(docker: Stage, image: Any) -> None:
+    assert docker.labels["org.opencontainers.image.version"] == __version__
+    assert image.labels["org.opencontainers.image.version"] == __version__
+
+
+def test_both_carry_the_kubectl_of_the_pinned_kubernetes_release(spec: Any) -> None:
+    """The image is kubeflow.org/v1 launchers' kubectl-delivery image: `mpi-operator
+    deliver-kubectl` copies the kubectl it finds on $PATH."""
+    text = (REPO / "Dockerfile").read_text()
+    match = re.search(r"^ARG KUBECTL_IMAGE=registry\.k8s\.io/kubectl:(\S+)$", text, re.MULTILINE)
+    assert match, "the Dockerfile names no registry.k8s.io/kubectl image"
+    assert match.group(1) == images_tool().kubernetes_version()
+    docker = parse_dockerfile(text)
+    assert f"--from=kubectl /bin/kubectl {spec.operator.kubectl}" in docker.copies
+    image = spec.operator.image()
+    assert "operator-kubectl" in image.layers
+    path_dirs = dict(entry.split("=", 1) for entry in image.env)["PATH"].split(":")
+    assert str(Path(spec.operator.kubectl).parent) in path_dirs
 
 
 def test_pinned_wheels_satisfy_the_project_dependencies(spec: Any) -> None:

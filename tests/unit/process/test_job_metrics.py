@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import platform
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
+from mpi_operator import __version__
 from mpi_operator.controller.execute import WriteError
 from mpi_operator.controller.plan import Action
 from mpi_operator.operator import metrics
@@ -271,3 +273,12 @@ def test_no_created_series_is_exposed_as_no_go_operator_exposes_one() -> None:
     exposed = generate_latest(REGISTRY).decode()
     assert "mpi_operator_jobs_created_total" in exposed
     assert [line for line in exposed.splitlines() if "_created " in line] == []
+
+
+def test_build_info_names_the_version_and_python_once() -> None:
+    exposition = generate_latest(REGISTRY).decode()
+    lines = [line for line in exposition.splitlines() if line.startswith("mpi_operator_build_info")]
+    version, python = __version__, platform.python_version()
+    assert lines == [f'mpi_operator_build_info{{python="{python}",version="{version}"}} 1.0']
+    assert "# TYPE mpi_operator_build_info gauge" in exposition
+    assert "mpi_operator_build_info_created" not in exposition
