@@ -50,5 +50,7 @@ JOB: Final = ChildKind(
     "batch", "v1", "jobs", "Job", frozenset({"create", "update", "update_status"})
 )
 
-CHILD_KINDS: Final = (SERVICE, CONFIG_MAP, SECRET, SERVICE_ACCOUNT, ROLE, ROLE_BINDING, POD, JOB)
+# The operator starts its informers in this order: Jobs before Pods, whose events find their
+# job through the launcher's Job.
+CHILD_KINDS: Final = (SERVICE, CONFIG_MAP, SECRET, JOB, SERVICE_ACCOUNT, ROLE, ROLE_BINDING, POD)
 CHILD_KINDS_BY_PLURAL: Final = {kind.plural: kind for kind in CHILD_KINDS}
