@@ -750,7 +750,8 @@ class _Sync:
         return False
 
     def _kind(self, resource: str) -> str:
-        # The gang strategy names its own kinds (upstream prints an empty kind).
+        # The kind ErrResourceExists names (upstream's message leaves it empty); a gang
+        # object's is its strategy's.
         if child := CHILD_KINDS_BY_PLURAL.get(resource):
             return child.kind
         gang_kinds = {r.plural: r.kind for r in gang_resources_of(self.ctx.gang)}

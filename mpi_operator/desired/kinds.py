@@ -1,9 +1,9 @@
 """The kinds of a job's children: where each lives in the API and what a sync writes to it.
 
 The one table of them: the sync plan names its kinds from it, the operator caches and writes
-exactly these, the test view files objects by it, and the RBAC tests hold the install's rules
-to what plans built from it write. The gang's own kinds come from its strategy instead
-(``gang.gang_resources_of``).
+exactly these, and the test view files objects by it; the RBAC tests check that the plans
+write each kind with exactly the verbs listed here, and that the install grants what they
+write. The gang's own kinds come from its strategy instead (``gang.gang_resources_of``).
 
 Every child is namespaced (its owner, the MPIJob, is in its namespace) and cached, filtered by
 the operator's label: a sync reads each object before it writes one, to know it is the job's
