@@ -14,6 +14,7 @@ from typing import Any, Final, Protocol
 
 from mpi_operator.controller.plan import Action, Plan
 from mpi_operator.controller.status import REASON_FAILED, WARNING, Event
+from mpi_operator.desired.kinds import JOB, POD
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +136,12 @@ def _failure(action: Action, error: WriteError, announce: Callable[[Event], None
         announce(Event(WARNING, error.reason, str(error)))
     # AlreadyExists only means the cache lags behind our own earlier create: retry
     # quietly instead of upstream's misleading "created failed" warning.
-    elif action.verb == "create" and action.resource in ("pods", "jobs") and error.status != 409:
-        role = "launcher" if action.resource == "jobs" else "worker"
+    elif (
+        action.verb == "create"
+        and action.resource in (POD.plural, JOB.plural)
+        and error.status != 409
+    ):
+        role = "launcher" if action.resource == JOB.plural else "worker"
         announce(Event(WARNING, REASON_FAILED, f"{role} pod created failed: {error}"))
     return f"{action.describe()}: {error}"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
 from gang import (
     GangKind,
@@ -65,7 +65,18 @@ from mpi_operator.controller.status import (
 )
 from mpi_operator.controller.ttl import launcher_ttl, seconds_until_deletion
 from mpi_operator.desired.config import new_config_map
-from mpi_operator.desired.kubectl_exec import exec_access, granted_pods
+from mpi_operator.desired.kinds import (
+    CHILD_KINDS_BY_PLURAL,
+    CONFIG_MAP,
+    JOB,
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE,
+    Verb,
+)
+from mpi_operator.desired.kubectl_exec import KEPT_CURRENT, REVOKED, exec_access, granted_pods
 from mpi_operator.desired.launcher import (
     launcher_pod_template,
     new_launcher_job,
@@ -75,8 +86,6 @@ from mpi_operator.desired.objects import Child, children
 from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
-
-Verb = Literal["create", "update", "update_status", "delete", "patch"]
 
 # Writes that do not depend on each other (see Action.batch). The Service, ConfigMap and
 # Secret are independent; each worker pod needs only the Secret and the gang's objects before it.
@@ -89,27 +98,6 @@ REASON_RESTART_POLICY: Final = "SetPodTemplateRestartPolicy"
 RESTART_POLICY_MESSAGE: Final = (
     "Restart policy in pod template overridden by restart policy in replica spec"
 )
-# Kinds named in ErrResourceExists messages, by resource (upstream prints an empty kind); the
-# gang strategy names its own kinds.
-_KINDS: Final = {
-    "services": "Service",
-    "configmaps": "ConfigMap",
-    "secrets": "Secret",
-    "pods": "Pod",
-    "jobs": "Job",
-    "serviceaccounts": "ServiceAccount",
-    "roles": "Role",
-    "rolebindings": "RoleBinding",
-}
-# What a KubectlExec launcher's exec access needs kept current, by kind; and what of it goes
-# when the job stops running or has no worker to exec into, binding first (the account grants
-# nothing on its own).
-_EXEC_ACCESS_FIELDS: Final = {
-    "serviceaccounts": (),
-    "roles": ("rules",),
-    "rolebindings": ("subjects",),
-}
-_REVOKED: Final = ("rolebindings", "roles")
 
 
 @dataclass(frozen=True)
@@ -242,8 +230,8 @@ class _Sync:
         if not self.status.get("startTime") and not self.suspended:
             self.status["startTime"] = self.ctx.now
 
-        launcher = self.view.get("jobs", self.ns, names.launcher_name(self.job))
-        if launcher is not None and not self._owned(launcher, "jobs"):
+        launcher = self.view.get(JOB.plural, self.ns, names.launcher_name(self.job))
+        if launcher is not None and not self._owned(launcher, JOB.plural):
             return self.plan
         done = launcher is not None and _job_finished(launcher)
         self.launcher = launcher
@@ -307,10 +295,10 @@ class _Sync:
         """Suspend a launcher still running under a finished job (one failed by an evicted
         worker): the Job controller then deletes its running pod and keeps the Job, its
         status and its finished pods, as a finished launcher is kept."""
-        launcher = self.view.get("jobs", self.ns, names.launcher_name(self.job))
+        launcher = self.view.get(JOB.plural, self.ns, names.launcher_name(self.job))
         if launcher is None or _job_finished(launcher) or _job_suspended(launcher):
             return True
-        if not self._owned(launcher, "jobs"):
+        if not self._owned(launcher, JOB.plural):
             return False
         self._suspend_launcher(launcher)
         return True
@@ -319,22 +307,22 @@ class _Sync:
         """Give a finished job's launcher Job its TTL (kubeflow.org/v2beta1's rule): the Job
         controller deletes it that long after it finished; the MPIJob stays."""
         ttl = launcher_ttl(self.job)
-        launcher = self.view.get("jobs", self.ns, names.launcher_name(self.job))
+        launcher = self.view.get(JOB.plural, self.ns, names.launcher_name(self.job))
         if ttl is None or launcher is None or not _job_finished(launcher):
             return True
         if (launcher.get("spec") or {}).get("ttlSecondsAfterFinished") == ttl:
             return True
-        if not self._owned(launcher, "jobs"):
+        if not self._owned(launcher, JOB.plural):
             return False
         updated = copy.deepcopy(launcher)
         updated["spec"]["ttlSecondsAfterFinished"] = ttl
-        self._write("update", "jobs", launcher["metadata"]["name"], updated)
+        self._write("update", JOB.plural, launcher["metadata"]["name"], updated)
         return True
 
     def _clean_up_workers(self) -> bool:
         """Delete worker pods per cleanPodPolicy (suspension deletes them under None too)."""
         for pod in self.view.worker_pods(self.job):
-            if not self._owned(pod, "pods"):
+            if not self._owned(pod, POD.plural):
                 return False
             phase = (pod.get("status") or {}).get("phase")
             if self.clean_pod_policy == c.CLEAN_POD_POLICY_RUNNING and phase not in (
@@ -343,7 +331,7 @@ class _Sync:
                 None,
             ):
                 continue
-            self._write("delete", "pods", pod["metadata"]["name"], batch=WORKER_PODS)
+            self._write("delete", POD.plural, pod["metadata"]["name"], batch=WORKER_PODS)
         if not self._delete_owned(self._gang_object_names()):
             return False
         # Worker failures stay counted: they are the job's history, and suspension does not
@@ -385,13 +373,13 @@ class _Sync:
 
     def _ensure_service(self) -> bool:
         desired = new_service(self.job)
-        current = self.view.get("services", self.ns, names.service_name(self.job))
+        current = self.view.get(SERVICE.plural, self.ns, names.service_name(self.job))
         if current is None:
             self._write(
-                "create", "services", desired["metadata"]["name"], desired, batch=SHARED_OBJECTS
+                "create", SERVICE.plural, desired["metadata"]["name"], desired, batch=SHARED_OBJECTS
             )
             return True
-        if not self._owned(current, "services"):
+        if not self._owned(current, SERVICE.plural):
             return False
         current_spec, desired_spec = current.get("spec") or {}, desired["spec"]
         if current_spec.get("selector") != desired_spec.get("selector") or bool(
@@ -403,7 +391,7 @@ class _Sync:
                 "publishNotReadyAddresses", False
             )
             self._write(
-                "update", "services", desired["metadata"]["name"], updated, batch=SHARED_OBJECTS
+                "update", SERVICE.plural, desired["metadata"]["name"], updated, batch=SHARED_OBJECTS
             )
         return True
 
@@ -415,22 +403,22 @@ class _Sync:
         )
         desired = new_config_map(self.job, self.ctx.facts, running)
         name = desired["metadata"]["name"]
-        current = self.view.get("configmaps", self.ns, name)
+        current = self.view.get(CONFIG_MAP.plural, self.ns, name)
         if current is None:
-            self._write("create", "configmaps", name, desired, batch=SHARED_OBJECTS)
+            self._write("create", CONFIG_MAP.plural, name, desired, batch=SHARED_OBJECTS)
             return True
-        if not self._owned(current, "configmaps"):
+        if not self._owned(current, CONFIG_MAP.plural):
             return False
         if (current.get("data") or {}) != desired["data"]:
             updated = copy.deepcopy(current)
             updated["data"] = desired["data"]
-            self._write("update", "configmaps", name, updated, batch=SHARED_OBJECTS)
+            self._write("update", CONFIG_MAP.plural, name, updated, batch=SHARED_OBJECTS)
         return True
 
     def _ensure_secret(self) -> bool:
         name = names.ssh_secret_name(self.job)
-        current = self.view.get("secrets", self.ns, name)
-        if current is not None and not self._owned(current, "secrets"):
+        current = self.view.get(SECRET.plural, self.ns, name)
+        if current is not None and not self._owned(current, SECRET.plural):
             return False
         # A key pair is generated only when one is needed: upstream makes one every sync.
         expected_keys = {"ssh-privatekey", "ssh-publickey"}
@@ -438,11 +426,11 @@ class _Sync:
             return True
         desired = new_ssh_secret(self.job, self.ctx.new_key_pair())
         if current is None:
-            self._write("create", "secrets", name, desired, batch=SHARED_OBJECTS)
+            self._write("create", SECRET.plural, name, desired, batch=SHARED_OBJECTS)
         else:
             updated = copy.deepcopy(current)
             updated["data"] = desired["data"]
-            self._write("update", "secrets", name, updated, batch=SHARED_OBJECTS)
+            self._write("update", SECRET.plural, name, updated, batch=SHARED_OBJECTS)
         return True
 
     def _ensure_exec_access(self) -> bool:
@@ -458,15 +446,15 @@ class _Sync:
             name = desired["metadata"]["name"]
             # The API server checks a new binding against its Role's rules (no one may grant
             # more than they hold), so the binding waits until the Role exists.
-            batch = "" if resource == "rolebindings" else SHARED_OBJECTS
-            revoked = resource == "rolebindings" and self.binding_revoked
+            batch = "" if resource == ROLE_BINDING.plural else SHARED_OBJECTS
+            revoked = resource == ROLE_BINDING.plural and self.binding_revoked
             current = None if revoked else self.view.get(resource, self.ns, name)
             if current is None:
                 self._write("create", resource, name, desired, batch=batch)
                 continue
             if not self._owned(current, resource):
                 return False
-            fields = _EXEC_ACCESS_FIELDS[resource]
+            fields = KEPT_CURRENT[resource]
             if any(current.get(key) != desired[key] for key in fields):
                 updated = copy.deepcopy(current)
                 updated.update({key: desired[key] for key in fields})
@@ -481,11 +469,11 @@ class _Sync:
         if self.job.uses_ssh:
             return True
         name = names.launcher_access_name(self.job)
-        role = self.view.get("roles", self.ns, name)
-        binding = self.view.get("rolebindings", self.ns, name)
+        role = self.view.get(ROLE.plural, self.ns, name)
+        binding = self.view.get(ROLE_BINDING.plural, self.ns, name)
         if role is None or binding is None:
             return True
-        if not self._owned(role, "roles") or not self._owned(binding, "rolebindings"):
+        if not self._owned(role, ROLE.plural) or not self._owned(binding, ROLE_BINDING.plural):
             return False
         proven = {
             pod["metadata"]["name"]
@@ -494,7 +482,7 @@ class _Sync:
         }
         if granted_pods(role) <= proven:
             return True
-        self._write("delete", "rolebindings", name)
+        self._write("delete", ROLE_BINDING.plural, name)
         self.binding_revoked = True
         return True
 
@@ -504,7 +492,7 @@ class _Sync:
         if self.job.uses_ssh:
             return True
         name = names.launcher_access_name(self.job)
-        revoked = _REVOKED[1:] if self.binding_revoked else _REVOKED
+        revoked = REVOKED[1:] if self.binding_revoked else REVOKED
         return self._delete_owned([(resource, name) for resource in revoked])
 
     def _delete_owned(self, objects: Sequence[tuple[str, str]]) -> bool:
@@ -561,7 +549,7 @@ class _Sync:
                 return None
             objects[resource] = stored
         pods = list(self.view.worker_pods(self.job))
-        launcher = self.view.get("jobs", self.ns, names.launcher_name(self.job))
+        launcher = self.view.get(JOB.plural, self.ns, names.launcher_name(self.job))
         if launcher is not None:
             pods.extend(self.view.launcher_pods(launcher))
         return StoredGang(self.job, objects, pods)
@@ -645,19 +633,19 @@ class _Sync:
         wanted_names = set(wanted)  # up to MAX_WORKERS names: no quadratic scan
         for name, pod in sorted(existing.items()):
             if name not in wanted_names:
-                if not self._owned(pod, "pods"):
+                if not self._owned(pod, POD.plural):
                     return None
-                self._write("delete", "pods", name, batch=WORKER_PODS)
+                self._write("delete", POD.plural, name, batch=WORKER_PODS)
                 self.withdrawn.add(name)
         workers: list[dict[str, Any]] = []
         for index, name in enumerate(wanted):
-            found = existing.get(name) or self.view.get("pods", self.ns, name)
+            found = existing.get(name) or self.view.get(POD.plural, self.ns, name)
             if found is None:
                 created = new_worker_pod(self.job, index, self.ctx.facts, self.ctx.gang)
-                self._write("create", "pods", name, created, batch=WORKER_PODS)
+                self._write("create", POD.plural, name, created, batch=WORKER_PODS)
                 workers.append(created)
                 continue
-            if not self._owned(found, "pods"):
+            if not self._owned(found, POD.plural):
                 return None
             workers.append(found)
         return workers
@@ -680,7 +668,7 @@ class _Sync:
         for pod in (*judged.replaced, *judged.ended):
             uid = pod["metadata"].get("uid")
             body = {"preconditions": {"uid": uid}} if uid else None
-            self._write("delete", "pods", pod["metadata"]["name"], body, batch=WORKER_PODS)
+            self._write("delete", POD.plural, pod["metadata"]["name"], body, batch=WORKER_PODS)
             self.withdrawn.add(pod["metadata"]["name"])
         return judged
 
@@ -704,7 +692,7 @@ class _Sync:
         desired = new_launcher_job(self.job, self.ctx.facts, self.ctx.gang)
         if template_sets_restart_policy(self.job):
             self.plan.events.append(Event(WARNING, REASON_RESTART_POLICY, RESTART_POLICY_MESSAGE))
-        self._write("create", "jobs", desired["metadata"]["name"], desired)
+        self._write("create", JOB.plural, desired["metadata"]["name"], desired)
         return desired
 
     def _sync_launcher_suspension(
@@ -719,7 +707,7 @@ class _Sync:
     def _suspend_launcher(self, launcher: dict[str, Any]) -> None:
         updated = copy.deepcopy(launcher)
         updated["spec"]["suspend"] = True
-        self._write("update", "jobs", launcher["metadata"]["name"], updated)
+        self._write("update", JOB.plural, launcher["metadata"]["name"], updated)
 
     def _resume_launcher(self, launcher: dict[str, Any]) -> None:
         name = launcher["metadata"]["name"]
@@ -728,7 +716,7 @@ class _Sync:
             # The Job's pod template is immutable while it has a start time.
             cleared = copy.deepcopy(updated)
             del cleared["status"]["startTime"]
-            self._write("update_status", "jobs/status", name, cleared)
+            self._write("update_status", f"{JOB.plural}/status", name, cleared)
             del updated["status"]["startTime"]
         template = launcher_pod_template(self.job, self.ctx.facts, self.ctx.gang)
         current_template = updated["spec"].setdefault("template", {})
@@ -749,7 +737,7 @@ class _Sync:
         updated["spec"]["suspend"] = False
         if template_sets_restart_policy(self.job):
             self.plan.events.append(Event(WARNING, REASON_RESTART_POLICY, RESTART_POLICY_MESSAGE))
-        self._write("update", "jobs", name, updated)
+        self._write("update", JOB.plural, name, updated)
 
     # -- helpers -----------------------------------------------------------------------
     def _owned(self, obj: dict[str, Any], resource: str) -> bool:
@@ -762,8 +750,12 @@ class _Sync:
         return False
 
     def _kind(self, resource: str) -> str:
+        # The kind ErrResourceExists names (upstream's message leaves it empty); a gang
+        # object's is its strategy's.
+        if child := CHILD_KINDS_BY_PLURAL.get(resource):
+            return child.kind
         gang_kinds = {r.plural: r.kind for r in gang_resources_of(self.ctx.gang)}
-        return _KINDS.get(resource) or gang_kinds.get(resource) or resource
+        return gang_kinds.get(resource, resource)
 
     def _write(
         self,

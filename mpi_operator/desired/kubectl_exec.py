@@ -23,6 +23,7 @@ from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.desired import pod_templates
+from mpi_operator.desired.kinds import POD, ROLE, ROLE_BINDING, SERVICE_ACCOUNT, ChildKind
 
 KUBEXEC_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.KUBEXEC_SCRIPT_NAME}"
 KUBECTL_PATH: Final = f"{c.KUBECTL_MOUNT_PATH}/kubectl"
@@ -30,7 +31,6 @@ KUBECTL_DELIVERY_CONTAINER: Final = "kubectl-delivery"
 # Workers without a command of their own wait for the launcher's exec (training-operator's).
 KEEP_ALIVE_COMMAND: Final = ("sleep",)
 KEEP_ALIVE_ARGS: Final = ("365d",)
-RBAC_API_VERSION: Final = "rbac.authorization.k8s.io/v1"
 # What the API server stores at most in one object (etcd's default request limit is 1.5 MiB;
 # the Role lists every worker twice).
 MAX_ROLE_BYTES: Final = 1024 * 1024
@@ -140,12 +140,22 @@ def keep_worker_alive(container: dict[str, Any]) -> None:
         container["args"] = list(KEEP_ALIVE_ARGS)
 
 
-def _access_object(
-    job: DefaultedMPIJob, api_version: str, kind: str, **fields: Any
-) -> dict[str, Any]:
+# What the sync keeps current of each kind of the exec access, by plural (the account is
+# only ever created).
+KEPT_CURRENT: Final = {
+    SERVICE_ACCOUNT.plural: (),
+    ROLE.plural: ("rules",),
+    ROLE_BINDING.plural: ("subjects",),
+}
+# What of the exec access goes when the job stops running or has no worker to exec into,
+# binding first (the account grants nothing on its own).
+REVOKED: Final = (ROLE_BINDING.plural, ROLE.plural)
+
+
+def _access_object(job: DefaultedMPIJob, kind: ChildKind, **fields: Any) -> dict[str, Any]:
     name = names.launcher_access_name(job)
     metadata = child_metadata(job, name, {c.LABEL_APP: job.name})
-    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata, **fields}
 
 
 def role_rules(workers: Sequence[str]) -> list[dict[str, Any]]:
@@ -156,10 +166,15 @@ def role_rules(workers: Sequence[str]) -> list[dict[str, Any]]:
     if not workers:
         raise ValueError("a launcher's Role must name at least one worker pod")
     return [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": [*workers]},
         {
-            "apiGroups": [""],
-            "resources": ["pods/exec"],
+            "apiGroups": [POD.group],
+            "resources": [POD.plural],
+            "verbs": ["get"],
+            "resourceNames": [*workers],
+        },
+        {
+            "apiGroups": [POD.group],
+            "resources": [f"{POD.plural}/exec"],
             "verbs": ["create"],
             "resourceNames": [*workers],
         },
@@ -178,30 +193,28 @@ def granted_pods(role: Mapping[str, Any]) -> set[str]:
 
 def launcher_account(job: DefaultedMPIJob) -> dict[str, Any]:
     """The launcher's own ServiceAccount: it grants nothing without the Role and binding."""
-    return _access_object(job, "v1", "ServiceAccount")
+    return _access_object(job, SERVICE_ACCOUNT)
 
 
 def launcher_role(job: DefaultedMPIJob, workers: Sequence[str]) -> dict[str, Any]:
-    return _access_object(job, RBAC_API_VERSION, "Role", rules=role_rules(workers))
+    return _access_object(job, ROLE, rules=role_rules(workers))
 
 
 def launcher_role_binding(job: DefaultedMPIJob) -> dict[str, Any]:
     name = names.launcher_access_name(job)
     subject = {"kind": "ServiceAccount", "name": name, "namespace": job.namespace}
-    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
-    return _access_object(
-        job, RBAC_API_VERSION, "RoleBinding", roleRef=role_ref, subjects=[subject]
-    )
+    role_ref = {"apiGroup": ROLE.group, "kind": ROLE.kind, "name": name}
+    return _access_object(job, ROLE_BINDING, roleRef=role_ref, subjects=[subject])
 
 
 def exec_access(job: DefaultedMPIJob, workers: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
     """The launcher's account and, when there are ``workers`` to exec into, its Role and
     binding: in creation order, by plural."""
-    access = [("serviceaccounts", launcher_account(job))]
+    access = [(SERVICE_ACCOUNT.plural, launcher_account(job))]
     if workers:
         access += [
-            ("roles", launcher_role(job, workers)),
-            ("rolebindings", launcher_role_binding(job)),
+            (ROLE.plural, launcher_role(job, workers)),
+            (ROLE_BINDING.plural, launcher_role_binding(job)),
         ]
     return access
 

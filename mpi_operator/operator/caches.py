@@ -25,20 +25,9 @@ from gang import (
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.desired.kinds import CHILD_KINDS, JOB, POD
 from mpi_operator.operator.capacity import WAITING, capacity_informers, index_waiting
-from mpi_operator.runtime.client import (
-    CONFIGMAPS,
-    JOBS,
-    PODS,
-    PRIORITY_CLASSES,
-    ROLE_BINDINGS,
-    ROLES,
-    SECRETS,
-    SERVICE_ACCOUNTS,
-    SERVICES,
-    Client,
-    Resource,
-)
+from mpi_operator.runtime.client import PRIORITY_CLASSES, Client, Resource
 from mpi_operator.runtime.informer import Informer
 from mpi_operator.runtime.objects import Object, controller_ref, make_key
 from mpi_operator.runtime.reflector import chain_transforms, strip_managed_fields
@@ -71,6 +60,11 @@ def resource_of(kind: GangKind) -> Resource:
     return Resource(
         kind.group, kind.version, kind.plural, isinstance(kind, GangResource), kind.kind
     )
+
+
+def child_resources() -> list[Resource]:
+    """The kinds of a job's children (``desired.kinds``), each where it lives in the API."""
+    return [Resource(k.group, k.version, k.plural, True, k.kind) for k in CHILD_KINDS]
 
 
 def gang_resources(gang: GangScheduler | None) -> list[Resource]:
@@ -136,24 +130,17 @@ def build_caches(
             client, resource, namespace=scope, label_selector=OPERATOR_SELECTOR, **extra
         )
 
-    children = {
-        SERVICES.plural: child(SERVICES),
-        CONFIGMAPS.plural: child(CONFIGMAPS),
-        SECRETS.plural: child(SECRETS),
-        JOBS.plural: child(JOBS),
-        # A KubectlExec launcher's exec access.
-        SERVICE_ACCOUNTS.plural: child(SERVICE_ACCOUNTS),
-        ROLES.plural: child(ROLES),
-        ROLE_BINDINGS.plural: child(ROLE_BINDINGS),
-        PODS.plural: child(
-            PODS,
-            transform=chain_transforms(strip_managed_fields, pod_status_only),
-            indexers={
+    # Pods are most of what is cached: kept as the sync reads them, indexed as it finds them.
+    extras: dict[str, dict[str, Any]] = {
+        POD.plural: {
+            "transform": chain_transforms(strip_managed_fields, pod_status_only),
+            "indexers": {
                 INDEX_JOB_NAME: index_by_namespaced_label(c.LABEL_JOB_NAME),
                 INDEX_CONTROLLER_UID: index_by_controller_uid,
             },
-        ),
+        }
     }
+    children = {r.plural: child(r, **extras.get(r.plural, {})) for r in child_resources()}
     priority_classes = None
     gang_inputs: dict[str, Informer] = {}
     served_gang = gang if gang_kinds_served else None
@@ -188,7 +175,7 @@ class CacheView:
         return informer.store.get(make_key(namespace, name))
 
     def worker_pods(self, job: MPIJob) -> Sequence[dict[str, Any]]:
-        pods = self._caches.children[PODS.plural].store
+        pods = self._caches.children[POD.plural].store
         return [
             pod
             for pod in pods.by_index(INDEX_JOB_NAME, make_key(job.namespace, job.name))
@@ -199,7 +186,7 @@ class CacheView:
         uid = launcher["metadata"].get("uid")
         if not uid:
             return []
-        return self._caches.children[PODS.plural].store.by_index(INDEX_CONTROLLER_UID, uid)
+        return self._caches.children[POD.plural].store.by_index(INDEX_CONTROLLER_UID, uid)
 
 
 def owning_mpijob_key(caches: Caches, obj: Object) -> str | None:
@@ -211,7 +198,7 @@ def owning_mpijob_key(caches: Caches, obj: Object) -> str | None:
     if ref.get("kind") == c.KIND and str(ref.get("apiVersion", "")).startswith(c.GROUP):
         return make_key(namespace, ref["name"])
     if ref.get("kind") == "Job":
-        job = caches.children[JOBS.plural].store.get(make_key(namespace, ref["name"]))
+        job = caches.children[JOB.plural].store.get(make_key(namespace, ref["name"]))
         return owning_mpijob_key(caches, job) if job is not None else None
     return None
 

@@ -35,6 +35,7 @@ from mpi_operator.operator.caches import (
     MPIJOBS,
     Caches,
     build_caches,
+    child_resources,
     enqueue_gang_input_users,
     enqueue_owner,
     gang_resources,
@@ -47,14 +48,6 @@ from mpi_operator.operator.reconciler import RECONCILER_NAME, MPIJobReconciler, 
 from mpi_operator.operator.served import describe_unserved, unserved_kinds, watch_served
 from mpi_operator.operator.writer import ApiWriter
 from mpi_operator.runtime.client import (
-    CONFIGMAPS,
-    JOBS,
-    PODS,
-    ROLE_BINDINGS,
-    ROLES,
-    SECRETS,
-    SERVICE_ACCOUNTS,
-    SERVICES,
     ApiError,
     Client,
     Resource,
@@ -100,22 +93,8 @@ def own_budget_groups(gang: GangScheduler | None) -> tuple[str, ...]:
 
 def resources_for(gang: GangScheduler | None) -> dict[str, Resource]:
     """Where each resource a sync plan writes lives in the API."""
-    resources = {
-        r.plural: r
-        for r in (
-            SERVICES,
-            CONFIGMAPS,
-            SECRETS,
-            SERVICE_ACCOUNTS,
-            ROLES,
-            ROLE_BINDINGS,
-            PODS,
-            JOBS,
-            MPIJOBS,
-        )
-    }
-    resources.update((resource.plural, resource) for resource in gang_resources(gang))
-    return resources
+    resources = [*child_resources(), MPIJOBS, *gang_resources(gang)]
+    return {resource.plural: resource for resource in resources}
 
 
 class Operator:

@@ -21,6 +21,7 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.meta import controlled_by_mpijob
 from mpi_operator.controller.execute import WriteError
 from mpi_operator.controller.plan import REASON_RESOURCE_EXISTS, Action, resource_exists_message
+from mpi_operator.desired.kinds import ROLE, ROLE_BINDING, SERVICE_ACCOUNT
 from mpi_operator.runtime.client import ApiError, Client, Resource
 from mpi_operator.runtime.objects import Object, controller_ref
 
@@ -97,7 +98,7 @@ def grant_problem(action: Action) -> str | None:
     if action.verb not in ("create", "update"):
         return None
     body = action.body or {}
-    if action.resource == "roles":
+    if action.resource == ROLE.plural:
         rules = body.get("rules")
         if not isinstance(rules, list) or not rules:
             return "a Role must have rules"
@@ -105,14 +106,14 @@ def grant_problem(action: Action) -> str | None:
             names = rule.get("resourceNames") if isinstance(rule, dict) else None
             if not isinstance(names, list) or not names or not all(names):
                 return f"rules[{index}] must name the objects it grants (resourceNames)"
-    elif action.resource == "rolebindings":
+    elif action.resource == ROLE_BINDING.plural:
         role_ref = body.get("roleRef") or {}
-        if role_ref.get("kind") != "Role" or role_ref.get("name") != action.name:
+        if role_ref.get("kind") != ROLE.kind or role_ref.get("name") != action.name:
             return "a RoleBinding must bind the Role of its own name"
         subjects = body.get("subjects") or []
         subject = subjects[0] if len(subjects) == 1 and isinstance(subjects[0], dict) else {}
         if (subject.get("kind"), subject.get("name"), subject.get("namespace")) != (
-            "ServiceAccount",
+            SERVICE_ACCOUNT.kind,
             action.name,
             action.namespace,
         ):

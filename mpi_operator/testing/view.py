@@ -6,22 +6,26 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
+from gang import cluster_inputs_of, every_strategy, gang_resources_of
 from mpi_operator.api import constants as c
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.controller.plan import Action
+from mpi_operator.desired.kinds import CHILD_KINDS, POD
 
-_RESOURCES = {
-    "Service": "services",
-    "ConfigMap": "configmaps",
-    "Secret": "secrets",
-    "ServiceAccount": "serviceaccounts",
-    "Role": "roles",
-    "RoleBinding": "rolebindings",
-    "Pod": "pods",
-    "Job": "jobs",
-    "PodGroup": "podgroups",
-    "Queue": "queues",
-}
+
+def _plurals_by_kind() -> dict[str, str]:
+    """The plural of every kind a sync reads: the children's and each gang strategy's own
+    objects and cluster inputs."""
+    plurals = {kind.kind: kind.plural for kind in CHILD_KINDS}
+    for strategy in every_strategy():
+        plurals.update((r.kind, r.plural) for r in gang_resources_of(strategy))
+        inputs = cluster_inputs_of(strategy)
+        watched = inputs.watched_resources if inputs is not None else ()
+        plurals.update((r.kind, r.plural) for r in watched)
+    return plurals
+
+
+_PLURALS = _plurals_by_kind()
 
 
 class MemoryView:
@@ -34,7 +38,7 @@ class MemoryView:
 
     def add(self, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
-        self.objects[(_RESOURCES[obj["kind"]], meta.get("namespace", ""), meta["name"])] = obj
+        self.objects[(_PLURALS[obj["kind"]], meta.get("namespace", ""), meta["name"])] = obj
 
     def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((resource, namespace, name))
@@ -48,7 +52,7 @@ class MemoryView:
         return [
             obj
             for (resource, namespace, _), obj in sorted(self.objects.items())
-            if resource == "pods"
+            if resource == POD.plural
             and namespace == job.namespace
             and selector.items() <= ((obj["metadata"].get("labels") or {}).items())
         ]
@@ -58,7 +62,7 @@ class MemoryView:
         return [
             obj
             for (resource, _, _), obj in sorted(self.objects.items())
-            if resource == "pods"
+            if resource == POD.plural
             and uid
             and any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
         ]

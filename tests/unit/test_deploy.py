@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,13 @@ from gang import (
     select_gang_scheduler,
 )
 from mpi_operator import __version__
+from mpi_operator.api import constants as c
+from mpi_operator.controller.plan import Action
+from mpi_operator.desired.kinds import CHILD_KINDS, CHILD_KINDS_BY_PLURAL, ROLE
+from mpi_operator.operator.caches import MPIJOBS, child_resources
+from mpi_operator.operator.main import resources_for
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
+from mpi_operator.runtime.client import Resource
 from tests.tools import (
     gang_component_flag,
     gang_component_for,
@@ -32,6 +39,7 @@ from tests.tools import (
     gang_scheduling_values,
 )
 from tests.tools import rule_permissions as flatten
+from tests.unit.plan_writes import PlannedSync, plans_of_the_plan_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "deploy" / "base"
@@ -45,38 +53,8 @@ CRD = ROOT / "crds" / "kubeflow.org_mpijobs.yaml"
 
 Doc = dict[str, Any]
 
-# Every (API group, resource, verb) the operator uses in the namespaces it watches, with or
-# without gang scheduling, and why. The base's ClusterRole must grant exactly these: a rule added
-# without a reason here, or a use dropped from here while the role keeps it, fails
-# test_cluster_role_grants_exactly_the_table.
-OPERATOR_PERMISSIONS: dict[tuple[str, str], tuple[set[str], str]] = {
-    ("kubeflow.org", "mpijobs"): ({"list", "watch", "delete"}, "informer, CRD check, TTL"),
-    ("kubeflow.org", "mpijobs/status"): ({"update"}, "status writes (PUT)"),
-    ("kubeflow.org", "mpijobs/finalizers"): ({"update"}, "blockOwnerDeletion on children"),
-    ("", "pods"): (
-        {"get", "list", "watch", "create", "update", "delete"},
-        "workers; update labels adopted children",
-    ),
-    ("", "services"): ({"get", "list", "watch", "create", "update"}, "headless Service"),
-    ("", "configmaps"): ({"get", "list", "watch", "create", "update"}, "hostfile"),
-    ("", "secrets"): ({"get", "list", "watch", "create", "update"}, "SSH keys"),
-    ("", "serviceaccounts"): (
-        {"get", "list", "watch", "create", "update"},
-        "KubectlExec launcher's account",
-    ),
-    ("rbac.authorization.k8s.io", "roles"): (
-        {"get", "list", "watch", "create", "update", "delete"},
-        "exec into the job's workers, while it runs",
-    ),
-    ("rbac.authorization.k8s.io", "rolebindings"): (
-        {"get", "list", "watch", "create", "update", "delete"},
-        "binds that Role to the launcher's account",
-    ),
-    ("", "pods/exec"): ({"create"}, "held to grant it to KubectlExec launchers"),
-    ("", "events"): ({"create", "patch"}, "recorder: create, then patch the count"),
-    ("batch", "jobs"): ({"get", "list", "watch", "create", "update"}, "launcher Job"),
-    ("batch", "jobs/status"): ({"update"}, "resume clears status.startTime"),
-}
+# (API group, resource or resource/subresource, verb), as RBAC grants it.
+Permission = tuple[str, str, str]
 # Leader election: one Lease in --lock-namespace, granted there only (a Role).
 LEASE_PERMISSIONS = {
     ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")
@@ -91,7 +69,7 @@ WATCH = {"list", "watch"}
 PRIORITY_CLASSES = {("scheduling.k8s.io", "priorityclasses", verb) for verb in WATCH}
 
 
-def gang_permissions(strategy: GangScheduler | None) -> set[tuple[str, str, str]]:
+def gang_permissions(strategy: GangScheduler | None) -> set[Permission]:
     """What the operator needs for ``strategy`` beyond the base's rules; nothing without one."""
     if strategy is None:
         return set()
@@ -108,22 +86,62 @@ def gang_permissions(strategy: GangScheduler | None) -> set[tuple[str, str, str]
     return needed
 
 
-def every_gang_permission() -> set[tuple[str, str, str]]:
+def every_gang_permission() -> set[Permission]:
     return set().union(*(gang_permissions(strategy) for strategy in every_strategy()))
 
 
-# Where the resources a sync plan writes live.
-PLAN_GROUPS = {
-    "pods": "",
-    "services": "",
-    "configmaps": "",
-    "secrets": "",
-    "serviceaccounts": "",
-    "roles": "rbac.authorization.k8s.io",
-    "rolebindings": "rbac.authorization.k8s.io",
-    "jobs": "batch",
-    "mpijobs": "kubeflow.org",
-}
+# The event recorder creates an event, then patches its count when it happens again.
+EVENT_PERMISSIONS = {("", "events", verb) for verb in ("create", "patch")}
+
+
+def write_permissions(action: Action, resources: Mapping[str, Resource]) -> set[Permission]:
+    """What the API server checks for one write of a sync plan, the writer's own follow-ups
+    included, in the API group the writer sends it to (``resources``, by plural)."""
+    plural = action.resource.partition("/")[0]
+    group = resources[plural].group
+    verb = "update" if action.verb == "update_status" else action.verb
+    needed: set[Permission] = {(group, action.resource, verb)}
+    body = action.body or {}
+    if action.verb == "create":
+        # A create that meets AlreadyExists reads the object live and adopts one of ours that
+        # lacks the operator's label with an update.
+        needed |= {(group, plural, "get"), (group, plural, "update")}
+        references = (body.get("metadata") or {}).get("ownerReferences") or []
+        if any(reference.get("blockOwnerDeletion") for reference in references):
+            # Only who may update the owner's finalizers may block its deletion.
+            needed.add((c.GROUP, f"{c.PLURAL}/finalizers", "update"))
+    if plural == ROLE.plural and action.verb in ("create", "update"):
+        # RBAC lets no one grant what they do not hold.
+        needed |= flatten(body["rules"])
+    return needed
+
+
+def plan_permissions(planned: Iterable[PlannedSync], gang: GangScheduler | None) -> set[Permission]:
+    """What the writes and events of ``planned`` need, for the kinds the operator writes with
+    ``gang``: the children, the MPIJobs and that strategy's gang objects."""
+    resources = resources_for(gang)
+    needed: set[Permission] = set()
+    for sync in planned:
+        for action in sync.plan.actions:
+            if action.resource.partition("/")[0] in resources:
+                needed |= write_permissions(action, resources)
+        if sync.plan.events:
+            needed |= EVENT_PERMISSIONS
+    return needed
+
+
+def core_permissions() -> set[Permission]:
+    """What the operator needs without gang scheduling, the Lease aside: what the plan tests'
+    syncs write (their gang objects aside) and record, and a watch of every cached kind (the
+    MPIJobs' list also tells the operator the CRD is installed)."""
+    watched = {(r.group, r.plural, verb) for r in (*child_resources(), MPIJOBS) for verb in WATCH}
+    return plan_permissions(plans_of_the_plan_tests(), None) | watched
+
+
+def base_cluster_role_permissions() -> set[Permission]:
+    return flatten(load(BASE / "cluster-role.yaml")[0]["rules"])
+
+
 UPSTREAM_LABELS = {
     "app": "mpi-operator",
     "app.kubernetes.io/component": "mpijob",
@@ -157,16 +175,6 @@ def base_objects() -> dict[tuple[str, str], Doc]:
         else:
             docs.extend(load(path))
     return by_kind_and_name(docs)
-
-
-def expected_permissions() -> set[tuple[str, str, str]]:
-    """What the base's ClusterRole grants: the operator's needs without gang scheduling, the
-    Lease aside."""
-    return {
-        (group, resource, verb)
-        for (group, resource), (verbs, _) in OPERATOR_PERMISSIONS.items()
-        for verb in verbs
-    }
 
 
 @pytest.fixture(scope="module")
@@ -211,9 +219,20 @@ def test_base_has_upstreams_objects_and_no_namespace(objects: dict[tuple[str, st
     assert not [key for key, doc in objects.items() if "namespace" in doc["metadata"]]
 
 
-def test_cluster_role_grants_exactly_the_table(operator_role: Doc) -> None:
+def test_the_plan_tests_write_each_child_kind_with_each_verb_it_lists() -> None:
+    # What the RBAC tests below judge the install by covers every write of desired.kinds.
+    written = {
+        (action.resource.partition("/")[0], action.verb)
+        for sync in plans_of_the_plan_tests()
+        for action in sync.plan.actions
+        if action.resource.partition("/")[0] in CHILD_KINDS_BY_PLURAL
+    }
+    assert written == {(kind.plural, verb) for kind in CHILD_KINDS for verb in kind.writes}
+
+
+def test_cluster_role_grants_exactly_what_the_plans_and_caches_need(operator_role: Doc) -> None:
     granted = flatten(operator_role["rules"])
-    expected = expected_permissions()
+    expected = core_permissions()
     assert granted == expected, (
         f"granted but not needed: {sorted(granted - expected)}; "
         f"needed but not granted: {sorted(expected - granted)}"
@@ -275,31 +294,24 @@ def test_cluster_role_has_no_wildcards_or_name_limits(operator_role: Doc) -> Non
 
 @pytest.mark.parametrize("gang_scheduling", gang_scheduling_values())
 def test_every_write_of_a_sync_plan_is_granted(gang_scheduling: str) -> None:
-    # Reads the plan's source so that a new write fails here, not in a cluster with RBAC.
-    source = (ROOT / "mpi_operator" / "controller" / "plan.py").read_text()
-    writes = set(re.findall(r'_write\(\s*"(\w+)",\s*"([\w/]+)"', source))
-    assert writes, "no sync-plan writes found: update this test's pattern to the plan's code"
-    # What the install grants with that scheduler: the base and the scheduler's component.
+    # The plan tests' syncs with this scheduler (or none), their gang objects' writes included,
+    # against what the install grants with it: the base and the scheduler's component.
+    strategy = select_gang_scheduler(gang_scheduling)
+    planned = [s for s in plans_of_the_plan_tests() if type(s.gang) is type(strategy)]
+    assert planned, f"no plan test syncs with --gang-scheduling={gang_scheduling}"
     component = gang_component_for(gang_scheduling)
-    granted = flatten(load(BASE / "cluster-role.yaml")[0]["rules"])
+    granted = base_cluster_role_permissions()
     if component is not None:
         granted |= flatten(gang_component_rules(component))
-    for verb, resource in sorted(writes):
-        group = PLAN_GROUPS[resource.partition("/")[0]]
-        needed = "update" if verb == "update_status" else verb
-        assert (group, resource, needed) in granted, f"{verb} {resource} is not granted"
-    # The gang's own objects: created, updated, deleted with the workers, and patched by the
-    # capacity nudge of a strategy that takes one.
-    gang_body = source.split("def _ensure_gang_objects", 1)[1].split("\n    def ", 1)[0]
-    gang_writes = set(re.findall(r'_write\(\s*"(\w+)",\s*resource\b', gang_body))
-    assert gang_writes >= {"create", "update", "patch"}, gang_writes
-    strategy = select_gang_scheduler(gang_scheduling)
-    nudges = capacity_nudge_of(strategy) is not None
-    for resource in gang_resources_of(strategy):
-        for verb in (gang_writes | {"delete"}) - (set() if nudges else {"patch"}):
-            assert (resource.group, resource.plural, verb) in granted, (
-                f"{verb} {resource.plural} is not granted with --gang-scheduling={gang_scheduling}"
-            )
+    needed = plan_permissions(planned, strategy)
+    assert needed <= granted, f"not granted: {sorted(needed - granted)}"
+    gang_writes = {
+        (action.resource, action.verb)
+        for sync in planned
+        for action in sync.plan.actions
+        if action.resource in {r.plural for r in gang_resources_of(strategy)}
+    }
+    assert bool(gang_writes) is bool(gang_resources_of(strategy)), gang_writes
 
 
 def test_binding_ties_the_role_to_the_service_account(objects: dict[tuple[str, str], Doc]) -> None:
@@ -568,7 +580,7 @@ def test_a_gang_component_adds_its_rules_and_flag(
     plain = by_kind_and_name(load(RENDERED))
     assert set(built) == set(plain)
     role = flatten(built[("ClusterRole", "mpi-operator")]["rules"])
-    assert role == expected_permissions() | flatten(gang_component_rules(component))
+    assert role == base_cluster_role_permissions() | flatten(gang_component_rules(component))
     args = built[("Deployment", "mpi-operator")]["spec"]["template"]["spec"]["containers"][0][
         "args"
     ]

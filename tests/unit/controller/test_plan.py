@@ -139,6 +139,34 @@ def test_a_synced_job_converges_to_no_writes() -> None:
     assert plan_sync(converged, view, context("volcano", now=LATER)).actions == []
 
 
+def cached(view: MemoryView, resource: str, name: str) -> dict[str, Any]:
+    found = view.get(resource, "ns", name)
+    assert found is not None, f"{resource} {name} is not cached"
+    return found
+
+
+def test_a_service_selecting_other_pods_is_given_the_jobs_selector_back() -> None:
+    view = cluster_view()
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context())
+    service = cached(view, "services", "test")
+    desired_selector = service["spec"]["selector"]
+    service["spec"]["selector"] = {"app": "someone-else"}
+    plan = plan_sync(obj, view, context(now=LATER))
+    assert writes(plan) == ["update services test"]
+    assert plan.actions[0].body is not None
+    assert plan.actions[0].body["spec"]["selector"] == desired_selector
+
+
+def test_a_secret_without_the_key_pair_gets_a_new_one() -> None:
+    view = cluster_view()
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context())
+    cached(view, "secrets", "test-ssh")["data"] = {"ssh-publickey": "AAAA"}
+    plan = plan_sync(obj, view, context(now=LATER))
+    assert writes(plan) == ["update secrets test-ssh"]
+    assert plan.actions[0].body is not None
+    assert set(plan.actions[0].body["data"]) == {"ssh-privatekey", "ssh-publickey"}
+
+
 @pytest.mark.parametrize(
     ("kind", "name"),
     [

@@ -13,6 +13,7 @@ from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import MPIJobWrapper
 from tests.unit.controller.test_plan import (
     LATER,
+    cached,
     cluster_view,
     conditions,
     context,
@@ -111,6 +112,18 @@ def test_scaling_down_drops_the_deleted_workers_from_the_role() -> None:
         "update roles test-launcher",
     ]
     assert granted(plan) == [["test-worker-0"]]
+
+
+def test_a_binding_given_other_subjects_binds_only_the_launchers_account_again() -> None:
+    view = cluster_view()
+    obj = converge(v1_job().obj(), view, context())
+    binding = cached(view, "rolebindings", "test-launcher")
+    desired_subjects = binding["subjects"]
+    binding["subjects"] = [*desired_subjects, {"kind": "ServiceAccount", "name": "default"}]
+    plan = plan_sync(obj, view, context(now=LATER))
+    assert writes(plan) == ["update rolebindings test-launcher"]
+    assert plan.actions[0].body is not None
+    assert plan.actions[0].body["subjects"] == desired_subjects
 
 
 def test_a_job_without_workers_has_no_role_and_no_binding() -> None:

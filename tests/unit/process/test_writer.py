@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from mpi_operator.controller.execute import WriteError
-from mpi_operator.controller.plan import Action, Verb
+from mpi_operator.controller.plan import Action
+from mpi_operator.desired.kinds import Verb
 from mpi_operator.operator.writer import ApiWriter
 from mpi_operator.runtime.client import CONFIGMAPS, ROLE_BINDINGS, ROLES, ApiError, Resource
 from mpi_operator.testing.wrappers import owner_references
