@@ -1,0 +1,310 @@
+"""Taking over from kubeflow/mpi-operator v0.8.2 while its jobs are in flight.
+
+Upstream's own operator (bench/build-upstream.sh builds it from its source) runs against
+upstream's own CRD, read from its Go module (`manifests/base/kubeflow.org_mpijobs.yaml`) and
+applied under a field manager of its own; it runs jobs to every state: one running, one
+succeeded and one failed, both with `ttlSecondsAfterFinished: 60` and their finish dated two
+hours back through the status subresource, and one suspended. Then, as docs/migrating.md says:
+upstream stops, this project's CRD replaces upstream's with `kubectl apply --server-side
+--force-conflicts`, this operator starts. Every MPIJob is still there, the running job keeps its
+pods and launcher Job and then finishes under this operator, and the finished and suspended
+jobs keep their status.
+
+Its own module: no other operator may run meanwhile, or it would act on the jobs too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from .clusters import REPO, SIM, E2ECluster, wait_until
+from .operator import (
+    GROUP,
+    OPERATOR_NAMESPACE,
+    PLURAL,
+    VERSION,
+    OperatorProcess,
+    condition,
+    create_mpijob,
+    ensure_namespace,
+    finish_launcher,
+    finish_pod,
+    get_mpijob,
+    pods_of,
+    settle,
+    sim_job,
+    stop_process,
+    wait_for_condition,
+)
+from .rbac import CRD_FILE, MPIJOB_CRD
+from .test_real_install import kubectl
+from .test_v1 import create
+
+pytestmark = pytest.mark.e2e
+
+BUILD_UPSTREAM = REPO / "bench" / "build-upstream.sh"
+UPSTREAM_MODULE = "github.com/kubeflow/mpi-operator@v0.8.2"
+UPSTREAM_CRD = Path("manifests") / "base" / "kubeflow.org_mpijobs.yaml"
+# How upstream's install applied its CRD: a field manager other than the one replacing it.
+UPSTREAM_FIELD_MANAGER = "mpi-operator-v0.8"
+# Upstream's health server listens on this port of every interface; no flag moves it.
+UPSTREAM_HEALTH_PORT = 8080
+TTL = 60
+FINISHED_AGO = timedelta(hours=2)
+RECONCILES = "controller_runtime_reconcile_total"
+SUCCESSES = 'controller="mpijob",result="success"'
+
+
+def port_taken(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def upstream_binary() -> Path:
+    """Upstream's operator, built and cached by version when missing (minutes, cold)."""
+    built = subprocess.run(
+        ["bash", str(BUILD_UPSTREAM)], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return Path(built.stdout.strip())
+
+
+def upstream_crd() -> Path:
+    """Upstream's CRD file, from its Go module (downloaded through the module proxy)."""
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
+    downloaded = subprocess.run(
+        ["go", "mod", "download", "-json", UPSTREAM_MODULE],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=300,
+    )
+    return Path(json.loads(downloaded.stdout)["Dir"]) / UPSTREAM_CRD
+
+
+class UpstreamProcess:
+    """Upstream's operator as a process, with the admin's credentials, as its own tests run it."""
+
+    def __init__(self, cluster: E2ECluster, namespace: str, log_path: Path) -> None:
+        binary = upstream_binary()
+        wait_until(
+            lambda: not port_taken(UPSTREAM_HEALTH_PORT),
+            120,
+            message=f"port {UPSTREAM_HEALTH_PORT}, which upstream's health server needs, free",
+        )
+        command = [
+            str(binary),
+            f"--kubeConfig={cluster.kubeconfig}",
+            f"--namespace={namespace}",
+            f"--lock-namespace={OPERATOR_NAMESPACE}",
+            "--monitoring-port=0",
+        ]
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        self.log_path = log_path
+        with log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO
+            )
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            raise AssertionError(f"upstream exited with {self.process.returncode}: {self.log()}")
+
+    def log(self) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-40:])
+
+    def stop(self) -> None:
+        stop_process(self.process)
+
+
+def crd_versions(cluster: E2ECluster) -> dict[str, Any]:
+    crd = k8s.ApiextensionsV1Api(cluster.api).read_custom_resource_definition(MPIJOB_CRD)
+    serialized = cluster.api.sanitize_for_serialization(crd)  # type: ignore[no-untyped-call]
+    return {v["name"]: v for v in serialized["spec"]["versions"]}
+
+
+def established(cluster: E2ECluster) -> bool:
+    crd = k8s.ApiextensionsV1Api(cluster.api).read_custom_resource_definition(MPIJOB_CRD)
+    conditions = (crd.status.conditions if crd.status else None) or []
+    return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+
+def apply_crd(cluster: E2ECluster, path: Path, *flags: str) -> None:
+    kubectl(cluster, "apply", "--server-side", *flags, "-f", str(path))
+    wait_until(lambda: established(cluster), 60, message="the CRD established")
+
+
+def wait_upstream_condition(
+    cluster: E2ECluster, namespace: str, name: str, kind: str, upstream: UpstreamProcess
+) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        upstream.check_alive()
+        job = get_mpijob(cluster, namespace, name)
+        conditions = (job.get("status") or {}).get("conditions") or []
+        return job if any(c["type"] == kind and c["status"] == "True" for c in conditions) else None
+
+    return wait_until(reached, 120, message=f"{name} {kind} under upstream")
+
+
+def backdate_finish(cluster: E2ECluster, namespace: str, name: str) -> dict[str, Any]:
+    """The job's finish and its conditions dated FINISHED_AGO back, as if it had finished
+    long before the switch (written through the status subresource, as an operator writes)."""
+    job = get_mpijob(cluster, namespace, name)
+    then = (datetime.now(UTC) - FINISHED_AGO).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = job["status"]
+    status["completionTime"] = then
+    status["startTime"] = then
+    for entry in status["conditions"]:
+        entry["lastTransitionTime"] = entry["lastUpdateTime"] = then
+    cluster.custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, namespace, PLURAL, name, {"status": status}
+    )
+    return get_mpijob(cluster, namespace, name)
+
+
+def uids(items: list[Any]) -> dict[str, str]:
+    return {item.metadata.name: item.metadata.uid for item in items}
+
+
+def children_uids(cluster: E2ECluster, namespace: str, name: str) -> dict[str, str]:
+    return {
+        **uids(pods_of(cluster, namespace, name)),
+        **uids(
+            cluster.batch.list_namespaced_job(
+                namespace, field_selector=f"metadata.name={name}-launcher"
+            ).items
+        ),
+    }
+
+
+@pytest.fixture
+def our_crd_restored(cluster: E2ECluster) -> Iterator[None]:
+    """Ours again after the test, for the tests that follow."""
+    yield
+    apply_crd(cluster, CRD_FILE, "--force-conflicts")
+
+
+def test_upstreams_jobs_survive_the_switch_running_ones_keep_their_pods(
+    cluster: E2ECluster, namespace: str, tmp_path: Path, our_crd_restored: None
+) -> None:
+    # Upstream's install applied its CRD; storage versions match (v2beta1), so nothing stored
+    # needs converting either way.
+    apply_crd(
+        cluster, upstream_crd(), f"--field-manager={UPSTREAM_FIELD_MANAGER}", "--force-conflicts"
+    )
+    assert set(crd_versions(cluster)) == {"v2beta1"}
+    ensure_namespace(cluster, OPERATOR_NAMESPACE)
+    upstream = UpstreamProcess(cluster, namespace, tmp_path / "upstream.log")
+    try:
+        held = sim_job("running").template_annotation("Launcher", SIM + "hold", "true")
+        create_mpijob(cluster, namespace, held.obj())
+        create_mpijob(
+            cluster, namespace, sim_job("done").run_policy(ttlSecondsAfterFinished=TTL).obj()
+        )
+        failing = (
+            sim_job("broken")
+            .run_policy(ttlSecondsAfterFinished=TTL, backoffLimit=0)
+            .template_annotation("Launcher", SIM + "exit-code", "3")
+        )
+        create_mpijob(cluster, namespace, failing.obj())
+        create_mpijob(cluster, namespace, sim_job("parked").run_policy(suspend=True).obj())
+        wait_upstream_condition(cluster, namespace, "running", "Running", upstream)
+        wait_upstream_condition(cluster, namespace, "done", "Succeeded", upstream)
+        wait_upstream_condition(cluster, namespace, "broken", "Failed", upstream)
+        wait_upstream_condition(cluster, namespace, "parked", "Suspended", upstream)
+        launcher = cluster.batch.read_namespaced_job("done-launcher", namespace).to_dict()
+        assert launcher["spec"]["ttl_seconds_after_finished"] == TTL  # upstream's meaning
+    finally:
+        upstream.stop()
+
+    finished = {name: backdate_finish(cluster, namespace, name) for name in ("done", "broken")}
+    running_children = children_uids(cluster, namespace, "running")
+    assert len(running_children) == 4, running_children  # two workers, the launcher, its Job
+    parked = get_mpijob(cluster, namespace, "parked")
+
+    apply_crd(cluster, CRD_FILE, "--force-conflicts")
+    ours_crd = yaml.safe_load(CRD_FILE.read_text())
+    served = crd_versions(cluster)
+    for version in ours_crd["spec"]["versions"]:
+        # Nothing of upstream's schema is left under the other field manager.
+        assert served[version["name"]]["schema"] == version["schema"], version["name"]
+    ours = OperatorProcess(cluster, tmp_path, name="ours", extra_args=[f"--namespace={namespace}"])
+    ours.start()
+    try:
+        # Ours waits for upstream's Lease to expire (upstream does not hand it back), then syncs.
+        wait_until(
+            lambda: (ours.metric(RECONCILES, SUCCESSES) or 0) >= 4,
+            120,
+            message=f"four syncs by ours (log: {ours.log_path})",
+        )
+        settle(5)
+        listed = cluster.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+        names = {job["metadata"]["name"] for job in listed["items"]}  # type: ignore[index]
+        assert names == {"running", "done", "broken", "parked"}
+        assert children_uids(cluster, namespace, "running") == running_children
+        for name, before in finished.items():
+            after = get_mpijob(cluster, namespace, name)
+            assert after["status"]["conditions"] == before["status"]["conditions"], name
+            assert after["status"]["completionTime"] == before["status"]["completionTime"], name
+        kept = get_mpijob(cluster, namespace, "parked")
+        assert kept["status"]["conditions"] == parked["status"]["conditions"]
+        assert not pods_of(cluster, namespace, "parked")
+
+        finish_launcher(cluster, namespace, "running")
+        wait_for_condition(cluster, namespace, "running", "Succeeded", operator=ours)
+        assert set(uids(pods_of(cluster, namespace, "running", "worker"))) <= set(running_children)
+    finally:
+        assert ours.stop() == 0, ours.log_tail()
+
+
+def test_back_to_upstream_transport_is_pruned_and_running_replaces_restarting(
+    cluster: E2ECluster, namespace: str, tmp_path: Path, our_crd_restored: None
+) -> None:
+    """The way back: this operator stops, upstream's CRD replaces this one's, upstream starts.
+    A job written through kubeflow.org/v1 reads without `spec.transport` (upstream's schema
+    prunes it) and keeps its status; a job this operator marked `Restarting` gets upstream's
+    `Running=True` in its place once its pods run."""
+    ours = OperatorProcess(cluster, tmp_path, name="ours", extra_args=[f"--namespace={namespace}"])
+    ours.start()
+    try:
+        create(cluster, "v1", namespace, sim_job("from-v1").obj())
+        finished = wait_for_condition(cluster, namespace, "from-v1", "Succeeded", operator=ours)
+        assert finished["spec"]["transport"] == "KubectlExec"
+        held = sim_job("flaky").template_annotation("Launcher", SIM + "hold", "true")
+        create_mpijob(cluster, namespace, held.obj())
+        wait_for_condition(cluster, namespace, "flaky", "Running", operator=ours)
+        finish_pod(cluster, namespace, "flaky-worker-0", exit_code=1)
+        wait_for_condition(cluster, namespace, "flaky", "Restarting", operator=ours)
+    finally:
+        # At once: the replaced worker's start would bring Running back.
+        ours.stop(signal.SIGKILL)
+    restarting = get_mpijob(cluster, namespace, "flaky")
+    assert condition(restarting, "Restarting") is not None
+    assert condition(restarting, "Running") is None
+
+    apply_crd(cluster, upstream_crd(), "--force-conflicts")
+    assert set(crd_versions(cluster)) == {"v2beta1"}
+    from_v1 = get_mpijob(cluster, namespace, "from-v1")
+    assert "transport" not in from_v1["spec"]
+    upstream = UpstreamProcess(cluster, namespace, tmp_path / "upstream.log")
+    try:
+        running = wait_upstream_condition(cluster, namespace, "flaky", "Running", upstream)
+        assert condition(running, "Restarting") is None, running["status"]
+        settle()
+        kept = get_mpijob(cluster, namespace, "from-v1")
+        assert kept["status"]["conditions"] == finished["status"]["conditions"]
+    finally:
+        upstream.stop()
