@@ -20,7 +20,7 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,8 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client as k8s
+
+from tests.tools import run_helm
 
 from .clusters import REPO, SIM, E2ECluster, wait_until
 from .operator import (
@@ -49,16 +51,20 @@ from .operator import (
     wait_for_condition,
 )
 from .rbac import CRD_FILE, MPIJOB_CRD
-from .test_real_install import kubectl
-from .test_v1 import create
+from .test_real_install import kubectl, run_kubectl
+from .test_v1 import create, v1_job
 
 pytestmark = pytest.mark.e2e
 
 BUILD_UPSTREAM = REPO / "bench" / "build-upstream.sh"
+CHART = REPO / "charts" / "mpi-operator"
 UPSTREAM_MODULE = "github.com/kubeflow/mpi-operator@v0.8.2"
 UPSTREAM_CRD = Path("manifests") / "base" / "kubeflow.org_mpijobs.yaml"
+TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator@v1.8.1"
+TRAINING_OPERATOR_CRD = Path("manifests") / "base" / "crds" / "kubeflow.org_mpijobs.yaml"
 # How upstream's install applied its CRD: a field manager other than the one replacing it.
 UPSTREAM_FIELD_MANAGER = "mpi-operator-v0.8"
+TRAINING_OPERATOR_FIELD_MANAGER = "training-operator-v1.8"
 # Upstream's health server listens on this port of every interface; no flag moves it.
 UPSTREAM_HEALTH_PORT = 8080
 TTL = 60
@@ -80,11 +86,11 @@ def upstream_binary() -> Path:
     return Path(built.stdout.strip())
 
 
-def upstream_crd() -> Path:
-    """Upstream's CRD file, from its Go module (downloaded through the module proxy)."""
+def module_file(module: str, path: Path) -> Path:
+    """A file of a Go module (downloaded through the module proxy when not cached)."""
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
     downloaded = subprocess.run(
-        ["go", "mod", "download", "-json", UPSTREAM_MODULE],
+        ["go", "mod", "download", "-json", module],
         check=True,
         capture_output=True,
         text=True,
@@ -92,7 +98,11 @@ def upstream_crd() -> Path:
         cwd="/",
         timeout=300,
     )
-    return Path(json.loads(downloaded.stdout)["Dir"]) / UPSTREAM_CRD
+    return Path(json.loads(downloaded.stdout)["Dir"]) / path
+
+
+def upstream_crd() -> Path:
+    return module_file(UPSTREAM_MODULE, UPSTREAM_CRD)
 
 
 class UpstreamProcess:
@@ -147,6 +157,13 @@ def apply_crd(cluster: E2ECluster, path: Path, *flags: str) -> None:
     wait_until(lambda: established(cluster), 60, message="the CRD established")
 
 
+def apply_upstream_crd(cluster: E2ECluster) -> None:
+    """Upstream's CRD, as upstream's install applies it: under a field manager of its own."""
+    apply_crd(
+        cluster, upstream_crd(), f"--field-manager={UPSTREAM_FIELD_MANAGER}", "--force-conflicts"
+    )
+
+
 def wait_upstream_condition(
     cluster: E2ECluster, namespace: str, name: str, kind: str, upstream: UpstreamProcess
 ) -> dict[str, Any]:
@@ -197,14 +214,20 @@ def our_crd_restored(cluster: E2ECluster) -> Iterator[None]:
     apply_crd(cluster, CRD_FILE, "--force-conflicts")
 
 
+def assert_ours_served(cluster: E2ECluster) -> None:
+    """The served CRD has exactly this project's schemas: nothing of the one it replaced is
+    left under the other field manager."""
+    served = crd_versions(cluster)
+    for version in yaml.safe_load(CRD_FILE.read_text())["spec"]["versions"]:
+        assert served[version["name"]]["schema"] == version["schema"], version["name"]
+
+
 def test_upstreams_jobs_survive_the_switch_running_ones_keep_their_pods(
     cluster: E2ECluster, namespace: str, tmp_path: Path, our_crd_restored: None
 ) -> None:
     # Upstream's install applied its CRD; storage versions match (v2beta1), so nothing stored
     # needs converting either way.
-    apply_crd(
-        cluster, upstream_crd(), f"--field-manager={UPSTREAM_FIELD_MANAGER}", "--force-conflicts"
-    )
+    apply_upstream_crd(cluster)
     assert set(crd_versions(cluster)) == {"v2beta1"}
     ensure_namespace(cluster, OPERATOR_NAMESPACE)
     upstream = UpstreamProcess(cluster, namespace, tmp_path / "upstream.log")
@@ -236,11 +259,7 @@ def test_upstreams_jobs_survive_the_switch_running_ones_keep_their_pods(
     parked = get_mpijob(cluster, namespace, "parked")
 
     apply_crd(cluster, CRD_FILE, "--force-conflicts")
-    ours_crd = yaml.safe_load(CRD_FILE.read_text())
-    served = crd_versions(cluster)
-    for version in ours_crd["spec"]["versions"]:
-        # Nothing of upstream's schema is left under the other field manager.
-        assert served[version["name"]]["schema"] == version["schema"], version["name"]
+    assert_ours_served(cluster)
     ours = OperatorProcess(cluster, tmp_path, name="ours", extra_args=[f"--namespace={namespace}"])
     ours.start()
     try:
@@ -308,3 +327,76 @@ def test_back_to_upstream_transport_is_pruned_and_running_replaces_restarting(
         assert kept["status"]["conditions"] == finished["status"]["conditions"]
     finally:
         upstream.stop()
+
+
+def test_helm_leaves_upstreams_crd_in_place(
+    cluster: E2ECluster,
+    namespace_factory: Callable[[E2ECluster], str],
+    tmp_path: Path,
+    our_crd_restored: None,
+) -> None:
+    """`helm install` of the chart where upstream's CRD is: Helm installs a chart's CRDs only
+    where none exists, so upstream's stays until kubectl replaces it (docs/migrating.md)."""
+    apply_upstream_crd(cluster)
+    release_namespace = namespace_factory(cluster)
+    installed = run_helm(
+        cluster.kubeconfig,
+        tmp_path,
+        "install",
+        "mpi",
+        str(CHART),
+        f"--namespace={release_namespace}",
+        "--set=rbac.scope=namespace",
+        f"--set=operator.namespace={release_namespace}",
+        "--set=rbac.userRoles=false",
+        "--set=replicaCount=0",
+    )
+    try:
+        assert installed.returncode == 0, installed.stderr
+        assert set(crd_versions(cluster)) == {"v2beta1"}
+        apply_crd(cluster, CRD_FILE, "--force-conflicts")
+        assert_ours_served(cluster)
+    finally:
+        uninstalled = run_helm(
+            cluster.kubeconfig, tmp_path, "uninstall", "mpi", f"--namespace={release_namespace}"
+        )
+        assert uninstalled.returncode == 0, uninstalled.stderr
+
+
+def test_training_operators_crd_is_replaced_and_its_v1_jobs_run(
+    cluster: E2ECluster, namespace: str, tmp_path: Path, our_crd_restored: None
+) -> None:
+    """training-operator v1.8.1's MPIJob CRD (kubeflow.org/v1 only, stored as v1), installed
+    under its own field manager, with a job Flyte's way written through it; this CRD replaces
+    it and this operator runs the job over kubectl exec."""
+    # A CRD may not drop a version objects are stored in: training-operator's (v1 only) comes
+    # only where no MPIJob CRD is, as on a cluster that never had kubeflow/mpi-operator.
+    kubectl(cluster, "delete", "--ignore-not-found", "--wait=true", f"crd/{MPIJOB_CRD}")
+    apply_crd(
+        cluster,
+        module_file(TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_CRD),
+        f"--field-manager={TRAINING_OPERATOR_FIELD_MANAGER}",
+    )
+    assert set(crd_versions(cluster)) == {"v1"}
+    create(cluster, "v1", namespace, v1_job("flyte"))
+
+    apply_crd(cluster, CRD_FILE, "--force-conflicts")
+    assert_ours_served(cluster)
+    ours = OperatorProcess(cluster, tmp_path, name="ours", extra_args=[f"--namespace={namespace}"])
+    ours.start()
+    try:
+        done = wait_for_condition(cluster, namespace, "flyte", "Succeeded", operator=ours)
+        assert done["spec"]["transport"] == "KubectlExec"
+    finally:
+        assert ours.stop() == 0, ours.log_tail()
+    try:
+        # Jobs were stored as v1, which upstream's CRD does not serve: the API server keeps
+        # v1 in the CRD's storedVersions and refuses upstream's CRD.
+        refused = run_kubectl(
+            cluster, "apply", "--server-side", "--force-conflicts", "-f", str(upstream_crd())
+        )
+        assert refused.returncode != 0
+        assert "status.storedVersions" in refused.stderr, refused.stderr
+    finally:
+        # A fresh CRD (storedVersions v2beta1 alone) for the tests that follow.
+        kubectl(cluster, "delete", "--wait=true", f"crd/{MPIJOB_CRD}")
