@@ -10,11 +10,16 @@ upstream stops, this project's CRD replaces upstream's with `kubectl apply --ser
 pods and launcher Job and then finishes under this operator, and the finished and suspended
 jobs keep their status.
 
+The same for training-operator v1.8.1: its CRD replaced under its v1 jobs, and its own
+operator (hack/cluster/build-training-operator.sh) beside this one with its MPIJob controller
+off. And `helm install` over upstream's CRD, which Helm leaves in place.
+
 Its own module: no other operator may run meanwhile, or it would act on the jobs too.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -29,6 +34,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+import hack.cluster as localcluster
 from tests.tools import run_helm
 
 from .clusters import REPO, SIM, E2ECluster, wait_until
@@ -65,6 +71,13 @@ TRAINING_OPERATOR_CRD = Path("manifests") / "base" / "crds" / "kubeflow.org_mpij
 # How upstream's install applied its CRD: a field manager other than the one replacing it.
 UPSTREAM_FIELD_MANAGER = "mpi-operator-v0.8"
 TRAINING_OPERATOR_FIELD_MANAGER = "training-operator-v1.8"
+TRAINING_OPERATOR_TFJOB_CRD = Path("manifests") / "base" / "crds" / "kubeflow.org_tfjobs.yaml"
+# The webhook configuration and certificate Secret training-operator's install provides.
+TRAINING_OPERATOR_WEBHOOKS = "validator.training-operator.kubeflow.org"
+CERT_SECRET = "training-operator-webhook-cert"
+# Where training-operator's cert rotator waits for that Secret's files (not configurable).
+TRAINING_OPERATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+BUILD_TRAINING_OPERATOR = REPO / "hack" / "cluster" / "build-training-operator.sh"
 # Upstream's health server listens on this port of every interface; no flag moves it.
 UPSTREAM_HEALTH_PORT = 8080
 TTL = 60
@@ -105,39 +118,79 @@ def upstream_crd() -> Path:
     return module_file(UPSTREAM_MODULE, UPSTREAM_CRD)
 
 
-class UpstreamProcess:
-    """Upstream's operator as a process, with the admin's credentials, as its own tests run it."""
+class ForeignOperator:
+    """Another project's operator as a process of ours, its output in ``log_path``."""
 
-    def __init__(self, cluster: E2ECluster, namespace: str, log_path: Path) -> None:
-        binary = upstream_binary()
-        wait_until(
-            lambda: not port_taken(UPSTREAM_HEALTH_PORT),
-            120,
-            message=f"port {UPSTREAM_HEALTH_PORT}, which upstream's health server needs, free",
-        )
-        command = [
-            str(binary),
-            f"--kubeConfig={cluster.kubeconfig}",
-            f"--namespace={namespace}",
-            f"--lock-namespace={OPERATOR_NAMESPACE}",
-            "--monitoring-port=0",
-        ]
-        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    def __init__(self, label: str, command: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.label = label
         self.log_path = log_path
+        environment = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"} | env
         with log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO
+                command, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=REPO
             )
 
     def check_alive(self) -> None:
         if self.process.poll() is not None:
-            raise AssertionError(f"upstream exited with {self.process.returncode}: {self.log()}")
+            raise AssertionError(
+                f"{self.label} exited with {self.process.returncode}: {self.log()}"
+            )
 
     def log(self) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-40:])
+        return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:
         stop_process(self.process)
+
+
+def mount_certificates(cluster: E2ECluster, namespace: str) -> None:
+    """What the kubelet does for training-operator's pod: its webhook certificate's Secret,
+    once its cert rotator has written it, as files in the directory the rotator waits on."""
+
+    def written() -> dict[str, str] | None:
+        secret = cluster.core.read_namespaced_secret(CERT_SECRET, namespace)
+        data: dict[str, str] = secret.data or {}
+        return data if "tls.crt" in data and "tls.key" in data else None
+
+    data = wait_until(written, 60, message="training-operator's certificate")
+    TRAINING_OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
+    for name, value in data.items():
+        (TRAINING_OPERATOR_CERT_DIR / name).write_bytes(base64.b64decode(value))
+
+
+def start_upstream(cluster: E2ECluster, namespace: str, log_path: Path) -> ForeignOperator:
+    """Upstream's operator with the admin's credentials, as its own tests run it."""
+    binary = upstream_binary()
+    wait_until(
+        lambda: not port_taken(UPSTREAM_HEALTH_PORT),
+        120,
+        message=f"port {UPSTREAM_HEALTH_PORT}, which upstream's health server needs, free",
+    )
+    command = [
+        str(binary),
+        f"--kubeConfig={cluster.kubeconfig}",
+        f"--namespace={namespace}",
+        f"--lock-namespace={OPERATOR_NAMESPACE}",
+        "--monitoring-port=0",
+    ]
+    return ForeignOperator("upstream", command, {}, log_path)
+
+
+def start_training_operator(cluster: E2ECluster, namespace: str, log_path: Path) -> ForeignOperator:
+    """training-operator with every scheme but MPIJob's, its webhook certificate's Secret in
+    ``namespace`` (its MY_POD_NAMESPACE), its servers on free loopback ports."""
+    built = subprocess.run(
+        ["bash", str(BUILD_TRAINING_OPERATOR)], check=True, stdout=subprocess.PIPE, text=True
+    )
+    command = [
+        built.stdout.strip(),
+        "--enable-scheme=tfjob",
+        "--metrics-bind-address=0",
+        f"--health-probe-bind-address=127.0.0.1:{localcluster.free_port()}",
+        f"--webhook-server-port={localcluster.free_port()}",
+    ]
+    env = {"KUBECONFIG": cluster.kubeconfig, "MY_POD_NAMESPACE": namespace}
+    return ForeignOperator("training-operator", command, env, log_path)
 
 
 def crd_versions(cluster: E2ECluster) -> dict[str, Any]:
@@ -165,7 +218,7 @@ def apply_upstream_crd(cluster: E2ECluster) -> None:
 
 
 def wait_upstream_condition(
-    cluster: E2ECluster, namespace: str, name: str, kind: str, upstream: UpstreamProcess
+    cluster: E2ECluster, namespace: str, name: str, kind: str, upstream: ForeignOperator
 ) -> dict[str, Any]:
     def reached() -> dict[str, Any] | None:
         upstream.check_alive()
@@ -230,7 +283,7 @@ def test_upstreams_jobs_survive_the_switch_running_ones_keep_their_pods(
     apply_upstream_crd(cluster)
     assert set(crd_versions(cluster)) == {"v2beta1"}
     ensure_namespace(cluster, OPERATOR_NAMESPACE)
-    upstream = UpstreamProcess(cluster, namespace, tmp_path / "upstream.log")
+    upstream = start_upstream(cluster, namespace, tmp_path / "upstream.log")
     try:
         held = sim_job("running").template_annotation("Launcher", SIM + "hold", "true")
         create_mpijob(cluster, namespace, held.obj())
@@ -318,7 +371,7 @@ def test_back_to_upstream_transport_is_pruned_and_running_replaces_restarting(
     assert set(crd_versions(cluster)) == {"v2beta1"}
     from_v1 = get_mpijob(cluster, namespace, "from-v1")
     assert "transport" not in from_v1["spec"]
-    upstream = UpstreamProcess(cluster, namespace, tmp_path / "upstream.log")
+    upstream = start_upstream(cluster, namespace, tmp_path / "upstream.log")
     try:
         running = wait_upstream_condition(cluster, namespace, "flaky", "Running", upstream)
         assert condition(running, "Restarting") is None, running["status"]
@@ -400,3 +453,63 @@ def test_training_operators_crd_is_replaced_and_its_v1_jobs_run(
     finally:
         # A fresh CRD (storedVersions v2beta1 alone) for the tests that follow.
         kubectl(cluster, "delete", "--wait=true", f"crd/{MPIJOB_CRD}")
+
+
+def test_training_operator_without_its_mpijob_scheme_leaves_mpijobs_to_this_operator(
+    cluster: E2ECluster, namespace: str, tmp_path: Path
+) -> None:
+    """training-operator v1.8.1 runs beside this operator with `--enable-scheme=tfjob`: a job
+    written through kubeflow.org/v1 is this operator's alone (training-operator, whose
+    launcher is a Pod named `<job>-launcher`, creates none) and succeeds."""
+    tfjobs = module_file(TRAINING_OPERATOR_MODULE, TRAINING_OPERATOR_TFJOB_CRD)
+    kubectl(cluster, "apply", "--server-side", "-f", str(tfjobs))
+    wait_until(
+        lambda: (
+            run_kubectl(
+                cluster, "wait", "--for=condition=Established", "crd/tfjobs.kubeflow.org"
+            ).returncode
+            == 0
+        ),
+        60,
+        message="the TFJob CRD established",
+    )
+    webhooks = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": TRAINING_OPERATOR_WEBHOOKS},
+        "webhooks": [],
+    }
+    kubectl(cluster, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(webhooks))
+    kubectl(cluster, "create", "secret", "generic", CERT_SECRET, f"--namespace={namespace}")
+    training_operator = start_training_operator(cluster, namespace, tmp_path / "to.log")
+    ours = OperatorProcess(cluster, tmp_path, name="ours", extra_args=[f"--namespace={namespace}"])
+    try:
+        mount_certificates(cluster, namespace)
+        wait_until(
+            lambda: (
+                training_operator.check_alive()
+                or "registering controllers" in training_operator.log()
+            ),
+            120,
+            message=lambda: f"training-operator's controllers: {training_operator.log()[-3000:]}",
+        )
+        ours.start()
+        create(cluster, "v1", namespace, v1_job("beside"))
+        wait_for_condition(cluster, namespace, "beside", "Succeeded", operator=ours)
+        training_operator.check_alive()
+        assert not [
+            p for p in pods_of(cluster, namespace, "beside") if p.metadata.name == "beside-launcher"
+        ]
+        log = training_operator.log()
+        assert '"controller": "tfjob-controller"' in log  # its other kinds run
+        assert "mpijob" not in log.lower()
+        assert ours.stop() == 0, ours.log_tail()
+    finally:
+        ours.stop()
+        training_operator.stop()
+        kubectl(
+            cluster,
+            "delete",
+            "--ignore-not-found",
+            f"validatingwebhookconfiguration/{TRAINING_OPERATOR_WEBHOOKS}",
+        )
