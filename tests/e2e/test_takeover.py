@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -507,6 +508,7 @@ def test_training_operator_without_its_mpijob_scheme_leaves_mpijobs_to_this_oper
     finally:
         ours.stop()
         training_operator.stop()
+        shutil.rmtree(TRAINING_OPERATOR_CERT_DIR, ignore_errors=True)
         kubectl(
             cluster,
             "delete",
