@@ -235,8 +235,12 @@ class Flags:
 
 def ours_command(kubeconfig: str, namespace: str, flags: Flags) -> list[str]:
     # Leader election stays on (the operator's default), as upstream's always is.
+    # JSON log lines: restart_resync reads each sync's key and time from them.
     options = Options(
-        kubeconfig=kubeconfig, health_port=localcluster.free_port(), bind_address=LOOPBACK
+        kubeconfig=kubeconfig,
+        health_port=localcluster.free_port(),
+        bind_address=LOOPBACK,
+        log_format="json",
     )
     return operator_command(options, flags.common(namespace))
 

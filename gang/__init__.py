@@ -25,21 +25,30 @@ class GangState:
     scheduled: bool | None
     reason: str
     message: str
+    # Recorded as a Warning event, not a Normal one: the scheduler turned the gang down, or
+    # the gang waits for something only a person can fix.
+    warning: bool = False
 
 
 @dataclass(frozen=True)
 class GangResource:
     """Where a kind of the gang's own objects lives in the API: namespaced, one object per job,
-    controlled by the MPIJob (a scheduler's PodGroup, say)."""
+    controlled by the MPIJob (a scheduler's PodGroup, say). ``shipped_by`` names who installs
+    its CRD, for the message shown while it is not served."""
 
     group: str
     version: str
     kind: str
     plural: str
+    shipped_by: str
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{self.group}"
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,14 @@ class ClusterResource:
     version: str
     kind: str
     plural: str
+    shipped_by: str
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
+GangKind = GangResource | ClusterResource
 
 
 @dataclass(frozen=True)
@@ -174,6 +191,34 @@ def gang_resources_of(gang: GangScheduler | None) -> Sequence[GangResource]:
     """The kinds of the gang's own objects; none for a scheduler without any."""
     with_objects = gang_objects_of(gang)
     return with_objects.gang_resources if with_objects is not None else ()
+
+
+def gang_kinds_of(gang: GangScheduler | None) -> tuple[GangKind, ...]:
+    """Every kind the strategy caches: its gang objects' and its cluster inputs'. A job that
+    gets gang objects needs all of them served (their CRDs installed)."""
+    inputs = cluster_inputs_of(gang)
+    watched = inputs.watched_resources if inputs is not None else ()
+    return (*gang_resources_of(gang), *watched)
+
+
+def crd_missing_reason(kind: GangKind) -> str:
+    """The GangScheduled reason while ``kind`` is not served: ``PodGroupCRDMissing``, say."""
+    return f"{kind.kind}CRDMissing"
+
+
+def unserved_state(missing: Sequence[GangKind]) -> GangState:
+    """The verdict on a gang whose scheduler's kinds are not all served by the API server:
+    it waits, with nothing of it created, until they are."""
+    names = " and ".join(kind.crd_name for kind in missing)
+    subject, verb = ("it", "is") if len(missing) == 1 else ("they", "are")
+    shippers = " and ".join(dict.fromkeys(f"{kind.shipped_by}'s" for kind in missing))
+    return GangState(
+        False,
+        crd_missing_reason(missing[0]),
+        f"{names} {verb} not served by the API server: install {shippers} CRDs. The gang's "
+        f"objects and pods are created once {subject} {verb} served.",
+        warning=True,
+    )
 
 
 def _volcano(name: str) -> GangScheduler:

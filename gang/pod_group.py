@@ -20,9 +20,9 @@ from mpi_operator.quantity import InvalidQuantityError, Quantity
 Normalizer = Callable[[Any], object]
 
 
-def pod_group_kind(group: str, version: str) -> GangResource:
-    """A scheduler's PodGroup kind in the API."""
-    return GangResource(group, version, kind="PodGroup", plural="podgroups")
+def pod_group_kind(group: str, version: str, shipped_by: str) -> GangResource:
+    """A scheduler's PodGroup kind in the API; ``shipped_by`` installs its CRD."""
+    return GangResource(group, version, kind="PodGroup", plural="podgroups", shipped_by=shipped_by)
 
 
 def new_pod_group(

@@ -87,9 +87,15 @@ def _operator_parser() -> _Parser:
             "(see mpi-operator render --help)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
     )
+    parser.add_argument("--help", action="help", help="show this help and exit")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     # Go's flag package, which upstream uses, also accepts a single dash.
-    parser.add_argument("--version", "-version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("-h", "-help", action="help", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "-version", action="version", version=f"{PROG} {__version__}", help=argparse.SUPPRESS
+    )
     add_operator_flags(parser)
     return parser
 

@@ -20,7 +20,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.quantity import format_resources
 
-POD_GROUP_RESOURCE: Final = pod_group_kind("scheduling.x-k8s.io", "v1alpha1")
+POD_GROUP_RESOURCE: Final = pod_group_kind("scheduling.x-k8s.io", "v1alpha1", "scheduler-plugins")
 # Pod label naming the pod's PodGroup (scheduler-plugins' PodGroupLabel).
 POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 # PodGroup annotation the operator stamps when the cluster may have room for a waiting gang.

@@ -62,7 +62,7 @@ class KoordinatorScheduler:
         for condition in conditions:
             if condition.get("status") == "False" and condition.get("reason") == UNSCHEDULABLE:
                 message = condition.get("message") or "koord-scheduler cannot place the gang yet."
-                return GangState(False, UNSCHEDULABLE, str(message))
+                return GangState(False, UNSCHEDULABLE, str(message), warning=True)
         return GangState(
             None, "PodsNotScheduled", "koord-scheduler has not reported on the gang's pods yet."
         )

@@ -21,14 +21,16 @@ from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.quantity import format_resources
 
 SCHEDULER_NAME: Final = "volcano"
-POD_GROUP_RESOURCE: Final = pod_group_kind("scheduling.volcano.sh", "v1beta1")
+POD_GROUP_RESOURCE: Final = pod_group_kind("scheduling.volcano.sh", "v1beta1", "Volcano")
 # Pod annotation naming the pod's PodGroup (volcano's KubeGroupNameAnnotationKey).
 GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 # MPIJob annotation choosing the queue when the schedulingPolicy names none.
 QUEUE_NAME_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 # The queue the Volcano CRD (v1.12 on) stores when a PodGroup names none.
 DEFAULT_QUEUE: Final = "default"
-QUEUE_RESOURCE: Final = ClusterResource("scheduling.volcano.sh", "v1beta1", "Queue", "queues")
+QUEUE_RESOURCE: Final = ClusterResource(
+    "scheduling.volcano.sh", "v1beta1", "Queue", "queues", "Volcano"
+)
 QUEUE_OPEN: Final = "Open"
 
 _SPEC_FIELDS: Final = {
@@ -92,7 +94,10 @@ class VolcanoScheduler(PodGroupScheduler):
         if unschedulable is not None:
             message = unschedulable.get("message") or unschedulable.get("reason") or ""
             return GangState(
-                False, "Unschedulable", message or "Volcano cannot place the gang yet."
+                False,
+                "Unschedulable",
+                message or "Volcano cannot place the gang yet.",
+                warning=True,
             )
         if not phase:
             return GangState(

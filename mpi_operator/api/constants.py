@@ -108,5 +108,14 @@ CONDITION_RESTARTING: Final = "Restarting"
 CONDITION_SUCCEEDED: Final = "Succeeded"
 CONDITION_SUSPENDED: Final = "Suspended"
 CONDITION_FAILED: Final = "Failed"
+# The conditions that tell where a job is in its life, in the order it reaches them.
+JOB_STATE_CONDITIONS: Final = (
+    CONDITION_CREATED,
+    CONDITION_RUNNING,
+    CONDITION_RESTARTING,
+    CONDITION_SUSPENDED,
+    CONDITION_SUCCEEDED,
+    CONDITION_FAILED,
+)
 # Ours, not upstream's: whether the gang scheduler has placed the job's pod group.
 CONDITION_GANG_SCHEDULED: Final = "GangScheduled"

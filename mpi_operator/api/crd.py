@@ -6,7 +6,8 @@ in ``v2beta1`` (they differ only where a field says ``by_version``): wire names 
 descriptions from ``Field(description=...)`` (or the class docstring), types from
 annotations and every admission rule from the ``x-crd`` metadata next to the field. Nothing
 here is written by hand except the shapes that carry the operator's own knowledge: the
-replica-spec map, the pod template, resource quantities and the printer columns.
+replica-spec map, resource quantities, the printer columns and what the pod template (Kubernetes'
+own generated schema, inlined) adds to Kubernetes' rules.
 
 The result must be a *structural* schema (every node typed, no references, no type inside
 ``anyOf`` except int-or-string), which is why this is a walker over the annotations and not a
@@ -27,7 +28,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from mpi_operator.api import constants as c
-from mpi_operator.api import dns
+from mpi_operator.api import dns, pod_schema
 from mpi_operator.api.accounts import ACCOUNT_FIELDS, LAUNCHER_ACCOUNT_SUFFIX
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, integer_maximum
 
@@ -77,25 +78,17 @@ _KNOWN_KEYS: Final = frozenset(_KEYWORDS) | _SHAPES | _OTHER_KEYS
 _SCALARS: Final[dict[object, str]] = {bool: "boolean", int: "integer", str: "string"}
 
 
-def _condition_status(condition_type: str) -> Schema:
-    return {
-        "name": condition_type,
-        "type": "string",
-        "description": f"Status of the job's {condition_type} condition.",
-        "jsonPath": f'.status.conditions[?(@.type=="{condition_type}")].status',
-    }
-
-
-# The API server prints only the first value a column's JSONPath finds, and a JSONPath filter
-# takes a single comparison, so "the last condition that is True" cannot be a column: the
-# first True condition is always Created, and the last condition in the list is often a False
-# one (Running=False is appended after Suspended=True). One column per condition that tells
-# the job's state is exact in every lifecycle instead.
+# The Kubeflow family's State column: the last condition's type. The operator keeps the
+# newest True job-state condition last whenever it writes the status
+# (controller/conditions.py, state_last), so it names Created, Running, Restarting,
+# Suspended, Succeeded or Failed, never GangScheduled or a False condition.
 PRINTER_COLUMNS: Final[list[Schema]] = [
-    _condition_status(c.CONDITION_RUNNING),
-    _condition_status(c.CONDITION_SUSPENDED),
-    _condition_status(c.CONDITION_SUCCEEDED),
-    _condition_status(c.CONDITION_FAILED),
+    {
+        "name": "State",
+        "type": "string",
+        "description": "The job's state: its newest True condition.",
+        "jsonPath": ".status.conditions[-1:].type",
+    },
     {
         "name": "Gang",
         "type": "string",
@@ -446,89 +439,75 @@ def _account_rules(field: str) -> list[Schema]:
 
 
 def _pod_template_schema() -> Schema:
-    """A core/v1 PodTemplateSpec kept whole: only what users most often get wrong is declared.
+    """Kubernetes' own PodTemplateSpec schema (``pod_schema``), inlined without descriptions.
 
-    Everything else is preserved unknown, so pod fields newer than this schema reach the
-    pods. Declared: the containers (CEL cannot see undeclared fields) and, in every container
-    and init container, the name, the image and the resource amounts the API server checks
-    when the pods are created, so a job that would fail then is refused when submitted.
+    Declaring every field is what lets the API server name an unknown one: it reports only
+    the fields it prunes, and strict field validation (kubectl's default) turns that report
+    into a refusal. The cost: pod fields newer than the pinned schema are refused or pruned.
+    On top of Kubernetes' schema: every container and init container has a name that is a DNS
+    label and an image, and the amounts of its resources are non-negative quantities, so a job
+    that would fail when its pods are created is refused when submitted.
     """
-    return {
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": True,
-        "properties": {
-            "spec": {
-                "description": "Specification of the pods (a core/v1 PodSpec).",
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": True,
-                "properties": {
-                    "containers": {
-                        "description": (
-                            "Containers of the pods (core/v1 Containers); the first one gets "
-                            "the SSH keys and the MPI environment."
-                        ),
-                        "type": "array",
-                        "items": _container_schema(),
-                    },
-                    "initContainers": {
-                        "description": "Init containers of the pods (core/v1 Containers).",
-                        "type": "array",
-                        "items": _container_schema(),
-                    },
-                    # Declared for the rules that keep launcher accounts to launchers.
-                    "serviceAccountName": {
-                        "description": "The ServiceAccount the pods run as.",
-                        "type": "string",
-                    },
-                    "serviceAccount": {
-                        "description": "Deprecated alias of serviceAccountName.",
-                        "type": "string",
-                    },
-                },
-            }
-        },
-        "x-kubernetes-validations": [
-            {
-                "rule": (
-                    "has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0"
-                ),
-                "message": "must define at least one container",
-                "fieldPath": ".spec.containers",
-            }
-        ],
-    }
+    schema = _structural(pod_schema.template_schema())
+    spec = schema["properties"]["spec"]
+    for field in ("containers", "initContainers"):
+        _tighten_container(spec["properties"][field]["items"])
+    schema["x-kubernetes-validations"] = [
+        {
+            "rule": "has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",
+            "message": "must define at least one container",
+            "fieldPath": ".spec.containers",
+        }
+    ]
+    return schema
 
 
-def _container_schema() -> Schema:
-    resource_list = {"type": "object", "additionalProperties": _quantity_schema()}
-    return {
-        "description": "A core/v1 Container.",
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": True,
-        "required": ["image", "name"],
-        "properties": {
-            "name": {
-                "description": "Name of the container: a DNS label, unique in the pod.",
-                "type": "string",
-                "maxLength": dns.DNS1123_LABEL_MAX,
-                "pattern": DNS1123_LABEL_PATTERN,
-            },
-            "image": {
-                "description": "Container image; the pods cannot start without one.",
-                "type": "string",
-                "minLength": 1,
-            },
-            "resources": {
-                "description": "Compute resources (core/v1 ResourceRequirements).",
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": True,
-                "properties": {
-                    "requests": {"description": "Minimum amounts required.", **resource_list},
-                    "limits": {"description": "Maximum amounts allowed.", **resource_list},
-                },
-            },
-        },
-    }
+def _structural(node: pod_schema.Schema) -> Schema:
+    """A node of the OpenAPI schema as a CRD's structural schema: references inlined, types
+    only (enums, formats and the like are the API server's to check when it creates the
+    pods, and ``pod_schema``'s before)."""
+    node = pod_schema.resolved(node)
+    choices = node.get("oneOf")
+    if choices is not None:
+        int_or_string: Schema = {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": True,
+        }
+        if any(choice["type"] == "number" for choice in choices):
+            int_or_string["pattern"] = QUANTITY_PATTERN
+        return int_or_string
+    schema: Schema = {"type": node["type"]}
+    if "properties" in node:
+        schema["properties"] = {
+            name: _structural(child) for name, child in node["properties"].items()
+        }
+    if "additionalProperties" in node:
+        schema["additionalProperties"] = _structural(node["additionalProperties"])
+    if "items" in node:
+        schema["items"] = _structural(node["items"])
+    if "required" in node:
+        schema["required"] = list(node["required"])
+    if (
+        schema["type"] == "object"
+        and "properties" not in node
+        and "additionalProperties" not in node
+    ):
+        # Kubernetes' own free-form objects (a managed field set).
+        schema["x-kubernetes-preserve-unknown-fields"] = True
+    return schema
+
+
+def _tighten_container(container: Schema) -> None:
+    """What the API server checks of a container only when it creates the pods."""
+    fields = container["properties"]
+    container["required"] = sorted({*container.get("required", ()), "image", "name"})
+    fields["name"].update(maxLength=dns.DNS1123_LABEL_MAX, pattern=DNS1123_LABEL_PATTERN)
+    fields["image"]["minLength"] = 1
+    for amounts in ("requests", "limits"):
+        fields["resources"]["properties"][amounts] = {
+            "type": "object",
+            "additionalProperties": _quantity_schema(),
+        }
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ the user wrote: control characters and line separators in a path or message are 
 
 from __future__ import annotations
 
+import difflib
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -56,6 +57,14 @@ class FieldError:
 
     def __str__(self) -> str:
         return f"{one_line(self.path or ROOT)}: {one_line(self.message)}"
+
+
+def unknown_field(path: str, name: str, known: Iterable[str]) -> FieldError:
+    """``name`` is no field of the object at ``path``; the nearest known spelling, if any, is
+    suggested (the API server would drop the field, so a typo must not pass)."""
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    suggestion = f"; did you mean {quoted(close[0])}?" if close else ""
+    return FieldError(f"{path}.{name}" if path else name, f"unknown field{suggestion}")
 
 
 class InvalidMPIJobError(ValueError):

@@ -9,8 +9,8 @@ types, which is stricter in some places and looser in others than JSON Schema:
   item (an object with no fields, so its required fields are missing);
 - an integer is an integer literal (``1.0`` does not decode into a Go int) within its format's
   range; a boolean is never a number;
-- fields the schema does not know pass untouched, so a template written for a newer
-  Kubernetes keeps its new fields;
+- a field the schema does not know is refused, with the nearest known name: the API server
+  would drop it (a field newer than the pinned release included);
 - a required field is present and not ``null``.
 
 What the schema cannot say (names, quantities, port ranges, ...) is checked by the rules in
@@ -28,7 +28,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Final
 
-from mpi_operator.api.errors import FieldError, quoted
+from mpi_operator.api.errors import FieldError, quoted, unknown_field
 
 Schema = Mapping[str, Any]
 
@@ -60,13 +60,25 @@ def kubernetes_version() -> str:
     return str(_schema()["kubernetes"])
 
 
+def template_schema() -> Schema:
+    """The PodTemplateSpec's own node; its references resolve with :func:`resolved`."""
+    schema = _schema()
+    root: Schema = schema["definitions"][schema["root"]]
+    return root
+
+
+def declared_fields(definition: str) -> frozenset[str]:
+    """The fields the schema declares for a Kubernetes type (``io.k8s.api.core.v1.Volume``)."""
+    return frozenset(_schema()["definitions"][definition]["properties"])
+
+
 def template_schema_errors(path: str, template: object) -> Iterator[FieldError]:
     """Where ``template`` breaks the PodTemplateSpec schema, each problem with its field path."""
-    schema = _schema()
-    yield from _errors(path, template, schema["definitions"][schema["root"]])
+    yield from _errors(path, template, template_schema())
 
 
-def _resolved(node: Schema) -> Schema:
+def resolved(node: Schema) -> Schema:
+    """``node``, or the definition it refers to."""
     ref = node.get("$ref")
     if ref is None:
         return node
@@ -77,7 +89,7 @@ def _resolved(node: Schema) -> Schema:
 def _errors(path: str, value: object, node: Schema) -> Iterator[FieldError]:
     if value is None:
         return
-    node = _resolved(node)
+    node = resolved(node)
     choices = node.get("oneOf")
     if choices is not None:
         kinds = [choice["type"] for choice in choices]
@@ -111,7 +123,9 @@ def _object_errors(path: str, value: dict[str, Any], node: Schema) -> Iterator[F
     if properties is not None:
         for name, child in value.items():
             known = properties.get(name)
-            if known is not None:
+            if known is None:
+                yield unknown_field(path, name, properties)
+            else:
                 yield from _errors(f"{path}.{name}", child, known)
     values = node.get("additionalProperties")
     if isinstance(values, dict):
@@ -122,7 +136,7 @@ def _object_errors(path: str, value: dict[str, Any], node: Schema) -> Iterator[F
 def _item_errors(path: str, item: object, node: Schema) -> Iterator[FieldError]:
     # Go decodes a null item of a list of structs as the zero struct, whose required fields
     # are then missing; a null string or number is its zero value.
-    if item is None and _resolved(node).get("type") == "object":
+    if item is None and resolved(node).get("type") == "object":
         item = {}
     yield from _errors(path, item, node)
 

@@ -27,7 +27,7 @@ from mpi_operator.api.containers import (
     host_port_errors,
 )
 from mpi_operator.api.errors import FieldError, quoted
-from mpi_operator.api.pod_schema import template_schema_errors
+from mpi_operator.api.pod_schema import declared_fields, template_schema_errors
 from mpi_operator.quantity import InvalidQuantityError, Quantity
 
 T = TypeVar("T")
@@ -40,6 +40,8 @@ MAX_DNS_SEARCH_CHARACTERS: Final = 2048
 
 MAX_ANNOTATIONS_BYTES: Final = 256 * 1024
 """The API server's limit on the total size of an object's annotation keys and values."""
+
+_VOLUME_FIELDS: Final = declared_fields("io.k8s.api.core.v1.Volume")
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,9 @@ def _volume_errors(path: str, volumes: object) -> Checked[set[str]]:
     for index, volume in entries(volumes):
         where = f"{path}[{index}]"
         name = yield from _unique_name(where, volume, names, "volume", c.RESERVED_VOLUMES)
-        if name is not None and len(volume) != 2:
+        # An unknown field is no source: the schema check names it.
+        sources = [key for key in volume if key != "name" and key in _VOLUME_FIELDS]
+        if name is not None and len(sources) != 1:
             yield FieldError(where, "must specify exactly one volume source (emptyDir, ...)")
     return names
 

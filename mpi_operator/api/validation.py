@@ -16,7 +16,13 @@ from mpi_operator.api import dns
 from mpi_operator.api.accounts import account_is_replaced, launcher_account_errors
 from mpi_operator.api.bounds import document_errors
 from mpi_operator.api.defaults import DefaultedMPIJob, fill_in_defaults, with_defaults
-from mpi_operator.api.errors import FieldError, InvalidMPIJobError, from_pydantic, quoted
+from mpi_operator.api.errors import (
+    FieldError,
+    InvalidMPIJobError,
+    from_pydantic,
+    quoted,
+    unknown_field,
+)
 from mpi_operator.api.pod_template import (
     OperatorMounts,
     annotation_errors,
@@ -48,7 +54,8 @@ def _parsed(obj: object, *, within_bounds: bool) -> MPIJob:
     if mismatched:
         raise InvalidMPIJobError(mismatched)
     try:
-        return MPIJob.model_validate(dict(obj), by_alias=True)
+        # By wire name only: a Python name (slots_per_worker) is a field the API server drops.
+        return MPIJob.model_validate(dict(obj), by_alias=True, by_name=False)
     except ValidationError as error:
         raise InvalidMPIJobError(from_pydantic(error)) from None
 
@@ -85,8 +92,9 @@ def load_valid_mpijob(obj: object) -> DefaultedMPIJob:
 
 def _errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     yield from _metadata_errors(job)
+    yield from _unknown_field_errors(job)
     spec = job.spec
-    yield from _maximum_errors(spec, "spec")
+    yield from _maximum_errors(job)
     yield from _replica_specs_errors(job)
     if spec.slots_per_worker is not None and spec.slots_per_worker < 0:
         yield FieldError("spec.slotsPerWorker", "must be greater than or equal to 0")
@@ -167,24 +175,42 @@ def _name_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
         )
 
 
-def _maximum_errors(model: BaseModel, path: str) -> Iterator[FieldError]:
-    """Integers above their Go type's range (or a lower documented maximum), at any depth."""
+def _models(model: BaseModel, path: str) -> Iterator[tuple[BaseModel, str]]:
+    """``model`` and every model within it, each with its field path."""
+    yield model, path
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
         where = f"{path}.{field.alias or name}"
         if isinstance(value, BaseModel):
-            yield from _maximum_errors(value, where)
+            yield from _models(value, where)
         elif isinstance(value, dict):
             for key, item in value.items():
                 if isinstance(item, BaseModel):
-                    yield from _maximum_errors(item, f"{where}[{key}]")
-        elif isinstance(value, int) and not isinstance(value, bool):
+                    yield from _models(item, f"{where}[{key}]")
+
+
+def _unknown_field_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
+    """Fields no model declares: the API server would drop them, so a typo is refused. The
+    status is the operator's to write, and its changes must not change the admission."""
+    for model, path in [(job, ""), *_models(job.spec, "spec")]:
+        known = [field.alias or name for name, field in type(model).model_fields.items()]
+        for name in model.model_extra or {}:
+            yield unknown_field(path, name, known)
+
+
+def _maximum_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
+    """Integers above their Go type's range (or a lower documented maximum), at any depth."""
+    for model, path in _models(job.spec, "spec"):
+        for name, field in type(model).model_fields.items():
+            value = getattr(model, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue
             keywords = crd_keywords(field)
             maximum = integer_maximum(keywords)
             if maximum is not None and value > maximum:
                 reason = keywords.get("maximum_reason")
                 yield FieldError(
-                    where,
+                    f"{path}.{field.alias or name}",
                     f"must be less than or equal to {maximum}" + (f": {reason}" if reason else ""),
                 )
 

@@ -3,6 +3,9 @@
 Users and tools (Kueue, dashboards) read condition order and timestamps, so these rules
 follow upstream precisely: same status and reason is a no-op, a changed condition moves to
 the end of the list, and a terminal condition turns Running (and a previous Failed) False.
+One addition, made when the status is written: the newest True condition that tells the job's
+state goes last (``state_last``), so that ``.status.conditions[-1:].type``, the Kubeflow
+family's State column and what dashboards read, names the job's state.
 """
 
 from __future__ import annotations
@@ -86,3 +89,21 @@ def remove_condition(conditions: list[Condition], condition_type: str) -> bool:
     removed = len(kept) != len(conditions)
     conditions[:] = kept
     return removed
+
+
+def state_last(conditions: list[Condition]) -> None:
+    """Move the newest True job-state condition to the end of the list, in place.
+
+    Every change appends, so the newest is the last True one in the list: after a Suspended
+    job's Running=False, after a gang's GangScheduled, the job's state still prints."""
+    index = next(
+        (
+            at
+            for at in range(len(conditions) - 1, -1, -1)
+            if conditions[at].get("type") in c.JOB_STATE_CONDITIONS
+            and conditions[at].get("status") == "True"
+        ),
+        None,
+    )
+    if index is not None:
+        conditions.append(conditions.pop(index))

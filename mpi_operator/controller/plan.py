@@ -17,12 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
 from gang import (
+    GangKind,
     GangScheduler,
+    GangState,
     StoredGang,
     capacity_nudge_of,
     cluster_inputs_of,
+    crd_missing_reason,
+    gang_kinds_of,
     gang_objects_of,
     gang_resources_of,
+    unserved_state,
 )
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
@@ -33,10 +38,12 @@ from mpi_operator.api.meta import is_controlled_by, is_terminating, metadata_of
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.controller.admission import Admission, admit
 from mpi_operator.controller.conditions import (
+    find_condition,
     is_finished,
     is_true,
     remove_condition,
     set_condition,
+    state_last,
 )
 from mpi_operator.controller.failures import (
     WorkerFailures,
@@ -180,6 +187,9 @@ class SyncContext:
     # Failure messages (conditions, events) quote a failed container's termination message,
     # with FallbackToLogsOnError its log's tail; False keeps only its exit code and reason.
     failure_log_tail: bool = True
+    # The strategy's kinds the API server does not serve (their CRDs are not installed): a
+    # job that needs gang objects creates none of them, nor anything after them, meanwhile.
+    unserved: Sequence[GangKind] = ()
 
 
 def plan_sync(obj: dict[str, Any] | None, view: ClusterView, ctx: SyncContext) -> Plan:
@@ -217,6 +227,8 @@ class _Sync:
         self.withdrawn: set[str] = set()
         # Whether this sync deleted the launcher's RoleBinding before touching its workers.
         self.binding_revoked = False
+        # Set when the job's gang needs kinds the API server does not serve.
+        self.gang_unserved: GangState | None = None
         self.failures = WorkerFailures()
 
     def run(self) -> Plan:
@@ -354,7 +366,22 @@ class _Sync:
             Child.WORKERS: self._ensure_workers,
             Child.LAUNCHER: self._ensure_launcher,
         }
-        return all(ensure[child]() for child in children(self.job, self.ctx.gang))
+        for child in children(self.job, self.ctx.gang):
+            if child is Child.GANG_OBJECTS and self.ctx.unserved:
+                self._wait_for_gang_kinds()
+                return True
+            if not ensure[child]():
+                return False
+        return True
+
+    def _wait_for_gang_kinds(self) -> None:
+        """The gang's objects cannot be created, so nothing that comes after them is: the
+        sync goes on with the pods the job already has, and the GangScheduled condition says
+        which CRD is missing."""
+        self.gang_unserved = unserved_state(self.ctx.unserved)
+        self.workers = [
+            pod for pod in self.view.worker_pods(self.job) if is_controlled_by(pod, self.job)
+        ]
 
     def _ensure_service(self) -> bool:
         desired = new_service(self.job)
@@ -547,14 +574,9 @@ class _Sync:
         a gang that ran must not read as waiting when its pods go and the scheduler's status
         falls back to pending.
         """
-        stored = self._stored_gang()
-        if stored is None:
-            return
-        state = gang.gang_state(stored)
-        inputs = cluster_inputs_of(gang)
-        if not state.scheduled and not placed_only and inputs is not None:
-            state = inputs.blocked(stored, self._cluster_object) or state
-        if state.scheduled is None:
+        state = self.gang_unserved or self._gang_verdict(gang, placed_only)
+        if state is None or state.scheduled is None:
+            self._forget_unserved(gang)
             return
         if placed_only and (
             not state.scheduled
@@ -578,8 +600,30 @@ class _Sync:
             self.ctx.now,
         )
         if changed:
-            kind = NORMAL if state.scheduled or state.reason != "Unschedulable" else WARNING
+            kind = WARNING if state.warning else NORMAL
             self.plan.events.append(Event(kind, state.reason, state.message))
+
+    def _gang_verdict(self, gang: GangScheduler, placed_only: bool) -> GangState | None:
+        """The scheduler's verdict on the stored gang; None while the gang is not stored."""
+        stored = self._stored_gang()
+        if stored is None:
+            return None
+        state = gang.gang_state(stored)
+        inputs = cluster_inputs_of(gang)
+        if not state.scheduled and not placed_only and inputs is not None:
+            state = inputs.blocked(stored, self._cluster_object) or state
+        return state
+
+    def _forget_unserved(self, gang: GangScheduler) -> None:
+        """A missing CRD the gang waited for is served now, and the scheduler has said nothing
+        yet: the condition goes, as before any report."""
+        if self.ctx.unserved:
+            return
+        conditions = self.status.get("conditions") or []
+        condition = find_condition(conditions, c.CONDITION_GANG_SCHEDULED)
+        missing = {crd_missing_reason(kind) for kind in gang_kinds_of(gang)}
+        if condition is not None and condition.get("reason") in missing:
+            remove_condition(conditions, c.CONDITION_GANG_SCHEDULED)
 
     def _cluster_object(self, plural: str, name: str) -> dict[str, Any] | None:
         return self.view.get(plural, "", name)
@@ -647,6 +691,9 @@ class _Sync:
         return True
 
     def _launcher_may_start(self, workers: Sequence[dict[str, Any]]) -> bool:
+        if self.gang_unserved is not None:
+            # The launcher's pod belongs to the gang, which cannot be placed yet.
+            return False
         if self.job.spec.launcher_creation_policy == c.LAUNCHER_CREATION_AT_STARTUP:
             return True
         # WaitForWorkersReady: a suspended job has no workers to wait for, which upstream
@@ -729,6 +776,7 @@ class _Sync:
         self.plan.actions.append(Action(verb, resource, self.ns, name, body, batch))
 
     def _write_status(self) -> None:
+        state_last(self.status.get("conditions") or [])
         if self.status == self.original_status:
             return
         body = {

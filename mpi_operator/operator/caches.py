@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gang import (
+    GangKind,
+    GangResource,
     GangScheduler,
     WithClusterInputs,
     capacity_nudge_of,
@@ -64,9 +66,16 @@ def pod_status_only(pod: Object) -> Object:
     return pod
 
 
+def resource_of(kind: GangKind) -> Resource:
+    """Where a strategy's kind lives in the API: a gang object's namespaced, an input not."""
+    return Resource(
+        kind.group, kind.version, kind.plural, isinstance(kind, GangResource), kind.kind
+    )
+
+
 def gang_resources(gang: GangScheduler | None) -> list[Resource]:
     """The namespaced kinds of the strategy's own gang objects (none without any)."""
-    return [Resource(r.group, r.version, r.plural, True, r.kind) for r in gang_resources_of(gang)]
+    return [resource_of(r) for r in gang_resources_of(gang)]
 
 
 @dataclass(frozen=True)
@@ -109,8 +118,17 @@ class Caches:
         return dataclasses.replace(static, priority_classes=classes, default_priority=default)
 
 
-def build_caches(client: Client, namespace: str | None, gang: GangScheduler | None) -> Caches:
-    """Informers for one watch scope (``namespace`` None or empty: all namespaces)."""
+def build_caches(
+    client: Client,
+    namespace: str | None,
+    gang: GangScheduler | None,
+    *,
+    gang_kinds_served: bool = True,
+) -> Caches:
+    """Informers for one watch scope (``namespace`` None or empty: all namespaces). Without
+    ``gang_kinds_served`` (a CRD of the strategy's is not installed) none of the strategy's
+    kinds is cached, nor what only serves them (the capacity watch): no gang object is
+    created then, and an informer of a kind not served would never sync."""
     scope = namespace or None
 
     def child(resource: Resource, **extra: Any) -> Informer:
@@ -138,8 +156,9 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
     }
     priority_classes = None
     gang_inputs: dict[str, Informer] = {}
-    nudger, inputs = capacity_nudge_of(gang), cluster_inputs_of(gang)
-    for resource in gang_resources(gang):
+    served_gang = gang if gang_kinds_served else None
+    nudger, inputs = capacity_nudge_of(served_gang), cluster_inputs_of(served_gang)
+    for resource in gang_resources(served_gang):
         indexers: dict[str, Callable[[Object], list[str]]] = {}
         if inputs is not None:
             indexers[INDEX_GANG_INPUT] = _index_by_gang_input(inputs)
@@ -150,10 +169,7 @@ def build_caches(client: Client, namespace: str | None, gang: GangScheduler | No
         priority_classes = Informer.for_resource(client, PRIORITY_CLASSES)
     if inputs is not None:
         for watched in inputs.watched_resources:
-            cluster_scoped = Resource(
-                watched.group, watched.version, watched.plural, False, watched.kind
-            )
-            gang_inputs[watched.plural] = Informer.for_resource(client, cluster_scoped)
+            gang_inputs[watched.plural] = Informer.for_resource(client, resource_of(watched))
     capacity = capacity_informers(client, scope) if nudger is not None else {}
     mpijobs = Informer.for_resource(client, MPIJOBS, namespace=scope)
     return Caches(mpijobs, children, priority_classes, gang_inputs, capacity)

@@ -2,17 +2,17 @@
 
 The start-up order follows upstream's: metrics first (every replica serves them), then a check
 that the CRD is installed, then the health server, then the Lease; only the leader builds the
-caches and runs the workers. SIGTERM and SIGINT stop everything cleanly: workers finish their
-current key, events are flushed and the Lease is handed back for a standby to take at once.
+caches and runs the workers, caching the gang scheduler's kinds only while the API server
+serves them all (``served``), so a missing PodGroup CRD never holds readiness back. SIGTERM
+and SIGINT stop everything cleanly: workers finish their current key, events are flushed and
+the Lease is handed back for a standby to take at once.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import signal
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +21,14 @@ from typing import Final
 
 from kubernetes.config.config_exception import ConfigException
 
-from gang import GangScheduler, cluster_inputs_of, gang_resources_of, select_gang_scheduler
+from gang import (
+    GangKind,
+    GangScheduler,
+    cluster_inputs_of,
+    gang_kinds_of,
+    gang_resources_of,
+    select_gang_scheduler,
+)
 from mpi_operator import __version__
 from mpi_operator.controller.execute import MAX_CONCURRENT_WRITES
 from mpi_operator.operator.caches import (
@@ -34,8 +41,10 @@ from mpi_operator.operator.caches import (
     waiting_gang_objects,
 )
 from mpi_operator.operator.capacity import Change, NudgeSchedule, gangs_to_nudge, watch_capacity
+from mpi_operator.operator.logs import configure_logging
 from mpi_operator.operator.options import DEFAULT_LEASE_NAME, Options
 from mpi_operator.operator.reconciler import RECONCILER_NAME, MPIJobReconciler, SyncError
+from mpi_operator.operator.served import describe_unserved, unserved_kinds, watch_served
 from mpi_operator.operator.writer import ApiWriter
 from mpi_operator.runtime.client import (
     CONFIGMAPS,
@@ -51,7 +60,7 @@ from mpi_operator.runtime.client import (
     Resource,
     is_not_found,
 )
-from mpi_operator.runtime.controller import Controller, install_log_record_context
+from mpi_operator.runtime.controller import Controller
 from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.events import WRITERS as EVENT_WRITERS
 from mpi_operator.runtime.events import ClientEventSink, EventRecorder
@@ -76,35 +85,6 @@ most five seconds after the first change: a stream of pods starting is one sync.
 EXIT_LOST_LEADERSHIP: Final = 1
 EXIT_NO_CRD: Final = 1
 EXIT_NO_CONFIG: Final = 1
-
-
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object a line; ``mpijob`` names the job a reconcile line is about."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, object] = {
-            "ts": f"{self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}.{int(record.msecs):03d}",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        key = getattr(record, "reconcile_key", None)
-        if key:
-            line["mpijob"] = key
-        if record.exc_info:
-            line["error"] = self.formatException(record.exc_info)
-        return json.dumps(line)
-
-
-def configure_logging(verbosity: int) -> None:
-    install_log_record_context()
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLogFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
-    # urllib3 logs every retried connection at WARNING; the client reports failures itself.
-    logging.getLogger("urllib3").setLevel(logging.ERROR)
 
 
 def own_budget_groups(gang: GangScheduler | None) -> tuple[str, ...]:
@@ -149,8 +129,34 @@ class Operator:
         self.ready = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
+        """Lead until ``stop``: caches built for the kinds the API server serves, built again
+        whenever that changes (a gang scheduler's CRD installed or removed)."""
         options, client = self.options, self.client
-        caches = build_caches(client, options.namespace, self.gang)
+        if not gang_kinds_of(self.gang):
+            self._run_caches(stop, ())
+            return
+        while not stop.is_set():
+            unserved = unserved_kinds(client, options.namespace, self.gang)
+            if unserved:
+                log.warning("%s", describe_unserved(unserved))
+            session = threading.Event()
+            watcher = threading.Thread(
+                target=watch_served,
+                args=(client, options.namespace, self.gang, unserved, stop, session),
+                name="served-kinds",
+                daemon=True,
+            )
+            watcher.start()
+            try:
+                self._run_caches(session, unserved)
+            finally:
+                session.set()
+
+    def _run_caches(self, stop: threading.Event, unserved: tuple[GangKind, ...]) -> None:
+        """Caches, queue and workers until ``stop``; the gang's kinds cached only when none
+        of them is ``unserved``."""
+        options, client = self.options, self.client
+        caches = build_caches(client, options.namespace, self.gang, gang_kinds_served=not unserved)
         self.caches = caches
         queue = RateLimitingQueue(
             RECONCILER_NAME,
@@ -194,6 +200,7 @@ class Operator:
             nudges=nudges,
             own_writes=own_writes,
             failure_log_tail=options.failure_log_tail,
+            unserved=unserved,
         )
         controller = Controller(
             RECONCILER_NAME,
@@ -303,7 +310,7 @@ def check_crd(client: Client, namespace: str) -> bool:
 
 
 def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
-    configure_logging(options.verbosity)
+    configure_logging(options.verbosity, options.log_format)
     log.info(
         "mpi-operator %s starting: namespace=%s gang-scheduling=%s threadiness=%d",
         __version__,

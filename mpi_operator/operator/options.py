@@ -1,27 +1,33 @@
 """The operator's command line: upstream's flags, spelled as upstream spells them, plus ours.
 
 Go's flag package accepts ``-flag`` and ``--flag`` alike and upstream's manifests use both, so
-every flag is registered under both spellings (and ``-kubeConfig``'s camel case). A boolean
-flag given alone (``--leader-elect``) is true, as in Go. klog's flags, which upstream's and
-training-operator's Deployments pass, are accepted too: ``-v`` sets the verbosity, the others
-are named in one log line at start and change nothing.
+every flag parses under both spellings (and ``-kubeConfig``'s camel case); ``--help`` shows each
+once, as ``--flag``, in its group with its default. A boolean flag given alone
+(``--leader-elect``) is true, as in Go. klog's flags, which upstream's and training-operator's
+Deployments pass, are accepted too: ``-v`` sets the verbosity, the others are named in one log
+line at start and change nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import textwrap
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Final
+from dataclasses import dataclass, fields
+from typing import Any, Final
 
 import gang
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts, rendering_flag_problems
 
 DEFAULT_LEASE_NAME: Final = "mpi-operator"
-# klog's flags (k8s.io/klog/v2's InitFlags) but -v, by the type of their value. Logs here are
-# always one JSON object a line on stderr, so none of them has anything to set.
+# The first is the default: klog's text lines, which upstream's and training-operator's users read.
+LOG_FORMATS: Final = ("text", "json")
+# The width argparse wraps help at without a terminal; group descriptions are wrapped to it.
+HELP_WIDTH: Final = 78
+# klog's flags (k8s.io/klog/v2's InitFlags) but -v, by the type of their value. Logs here
+# always go to stderr in --log-format, so none of them has anything to set.
 KLOG_FLAGS: Final[dict[str, type]] = {
     "add_dir_header": bool,
     "alsologtostderr": bool,
@@ -58,6 +64,7 @@ class Options:
     leader_elect: bool = True
     failure_log_tail: bool = True
     verbosity: int = 0
+    log_format: str = LOG_FORMATS[0]
 
     def static_facts(self) -> ClusterFacts:
         """What the flags and the environment tell of the cluster; the caches add what they
@@ -82,101 +89,136 @@ class OptionsError(ValueError):
     """A flag value that cannot work, named by its flag."""
 
 
-def _flag(parser: argparse.ArgumentParser, name: str, *extra: str, **kwargs: object) -> None:
-    parser.add_argument(f"--{name}", f"-{name}", *extra, **kwargs)  # type: ignore[arg-type]
+# The help's groups, in the order it lists them.
+JOBS: Final = "jobs"
+SCHEDULING: Final = "scheduling"
+API_CLIENT: Final = "API client"
+LEADER_ELECTION: Final = "leader election"
+MONITORING: Final = "metrics and health"
+LOGGING: Final = "logging"
+COMPATIBILITY: Final = "compatibility"
+_DESCRIPTIONS: Final[dict[str, str | None]] = {
+    JOBS: "what the operator watches and how it runs a job",
+    SCHEDULING: None,
+    API_CLIENT: "how it reaches the API server",
+    LEADER_ELECTION: None,
+    MONITORING: None,
+    LOGGING: None,
+    COMPATIBILITY: (
+        "Every flag also takes one dash (-threadiness=4), as Go's flag package does, and a "
+        "boolean flag alone means true; -kubeConfig is --kubeconfig. klog's flags, which "
+        "upstream's and training-operator's Deployments pass, are accepted and change nothing: "
+        + ", ".join(f"-{name}" for name in KLOG_FLAGS)
+        + "."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class _Help:
+    group: str
+    text: str
+    shown_default: str | None = None
+    """What --help says the default is, when the value alone would not say it."""
+
+
+# Each option's flag, in the order --help lists them; the default is the option's.
+_FLAGS: Final[dict[str, _Help]] = {
+    "namespace": _Help(
+        JOBS,
+        "namespace to watch; empty watches all namespaces",
+        "$KUBEFLOW_NAMESPACE, else all namespaces",
+    ),
+    "threadiness": _Help(JOBS, "reconcile workers"),
+    "controller_queue_rate_limit": _Help(
+        JOBS, "work queue retries per second (failed or requeued syncs; events are not limited)"
+    ),
+    "controller_queue_burst": _Help(JOBS, "work queue retry burst"),
+    "cluster_domain": _Help(JOBS, "appended to host names in the hostfile", "none"),
+    "mpi_kubectl_delivery_image": _Help(
+        JOBS, "image that copies kubectl into KubectlExec launchers (training-operator's flag)"
+    ),
+    "failure_log_tail": _Help(
+        JOBS,
+        "quote a failed container's termination message (its log's tail, with "
+        "FallbackToLogsOnError) in the MPIJob's conditions and events; false keeps only its "
+        "exit code and reason",
+    ),
+    "gang_scheduling": _Help(SCHEDULING, gang.flag_help(), "none"),
+    "master": _Help(API_CLIENT, "API server URL (out of cluster)", "the kubeconfig's"),
+    "kubeconfig": _Help(
+        API_CLIENT, "kubeconfig path", "$KUBECONFIG, else the in-cluster service account"
+    ),
+    "kube_api_qps": _Help(
+        API_CLIENT,
+        "API requests per second, for each budget: Kubernetes' own groups, kubeflow.org, the "
+        "gang scheduler's group and leader election each have one (as upstream's clientsets)",
+    ),
+    "kube_api_burst": _Help(API_CLIENT, "API request burst, per budget"),
+    "leader_elect": _Help(
+        LEADER_ELECTION, "hold a Lease before reconciling, so only one replica acts"
+    ),
+    "lock_namespace": _Help(LEADER_ELECTION, "namespace of the leader Lease"),
+    "monitoring_port": _Help(MONITORING, "port serving Prometheus /metrics; 0 disables"),
+    "health_port": _Help(MONITORING, "port serving /healthz and /readyz"),
+    "bind_address": _Help(MONITORING, "address the health and metrics servers listen on"),
+    "verbosity": _Help(LOGGING, "log verbosity; 4 and above debug"),
+    "log_format": _Help(LOGGING, "text (klog's lines, as upstream's) or json (one object a line)"),
+}
+# Spellings beyond --flag and -flag: upstream's camel case.
+_ALIASES: Final = {"kubeconfig": ("--kubeConfig", "-kubeConfig")}
+_CHOICES: Final = {"log_format": LOG_FORMATS}
+
+
+def flag_name(option: str) -> str:
+    """The flag of an Options field: klog's ``v`` for the verbosity, else the field dashed."""
+    return "v" if option == "verbosity" else option.replace("_", "-")
 
 
 def add_operator_flags(parser: argparse.ArgumentParser) -> None:
-    _flag(parser, "master", default="", help="API server URL (out of cluster)")
-    _flag(
-        parser,
-        "kubeconfig",
-        "--kubeConfig",
-        "-kubeConfig",
-        default="",
-        help="kubeconfig path; $KUBECONFIG when empty, else the in-cluster service account",
-    )
-    _flag(
-        parser,
-        "namespace",
-        default=os.environ.get("KUBEFLOW_NAMESPACE", ""),
-        help="namespace to watch; empty watches all namespaces ($KUBEFLOW_NAMESPACE)",
-    )
-    _flag(parser, "threadiness", type=int, default=2, help="reconcile workers")
-    _flag(
-        parser,
-        "monitoring-port",
-        type=int,
-        default=0,
-        help="port serving Prometheus /metrics; 0 disables",
-    )
-    _flag(
-        parser,
-        "gang-scheduling",
-        default="",
-        help=gang.flag_help(),
-    )
-    _flag(parser, "lock-namespace", default="mpi-operator", help="namespace of the leader Lease")
-    _flag(
-        parser,
-        "kube-api-qps",
-        type=float,
-        default=5.0,
-        help="API requests per second, for each budget: Kubernetes' own groups, kubeflow.org, "
-        "the gang scheduler's group and leader election each have one (as upstream's clientsets)",
-    )
-    _flag(parser, "kube-api-burst", type=int, default=10, help="API request burst, per budget")
-    _flag(
-        parser,
-        "controller-queue-rate-limit",
-        type=float,
-        default=10.0,
-        help="work queue retries per second (failed or requeued syncs; events are not limited)",
-    )
-    _flag(parser, "controller-queue-burst", type=int, default=100, help="work queue retry burst")
-    _flag(parser, "cluster-domain", default="", help="appended to host names in the hostfile")
-    _flag(
-        parser,
-        "mpi-kubectl-delivery-image",
-        default=c.DEFAULT_KUBECTL_DELIVERY_IMAGE,
-        help="image that copies kubectl into KubectlExec launchers (training-operator's flag)",
-    )
-    _flag(parser, "health-port", type=int, default=8080, help="port serving /healthz and /readyz")
-    _flag(
-        parser,
-        "bind-address",
-        default="0.0.0.0",
-        help="address the health and metrics servers listen on",
-    )
-    _flag(
-        parser,
-        "leader-elect",
-        type=_boolean,
-        nargs="?",
-        const=True,
-        default=True,
-        help="hold a Lease before reconciling, so only one replica acts (default true)",
-    )
-    _flag(
-        parser,
-        "failure-log-tail",
-        type=_boolean,
-        nargs="?",
-        const=True,
-        default=True,
-        help="quote a failed container's termination message (its log's tail, with "
-        "FallbackToLogsOnError) in the MPIJob's conditions and events; false keeps only its "
-        "exit code and reason (default true)",
-    )
-    parser.add_argument("-v", "--v", type=int, default=0, dest="verbosity", help="log verbosity")
-    klog = parser.add_argument_group(
-        "klog flags", "accepted so upstream's manifests start the operator; they change nothing"
-    )
+    """Each option shown once, as ``--flag`` with its default, in its group; its other
+    spellings (Go's ``-flag``, upstream's ``-kubeConfig``) are hidden aliases that parse the
+    same."""
+    groups = {
+        title: parser.add_argument_group(
+            title, textwrap.fill(description, HELP_WIDTH) if description else None
+        )
+        for title, description in _DESCRIPTIONS.items()
+    }
+    defaults = Options(namespace=os.environ.get("KUBEFLOW_NAMESPACE", ""))
+    kinds = {field.name: type(getattr(defaults, field.name)) for field in fields(Options)}
+    for option, about in _FLAGS.items():
+        default = getattr(defaults, option)
+        kind = kinds[option]
+        value: dict[str, Any] = (
+            {"type": _boolean, "nargs": "?", "const": True, "metavar": "bool"}
+            if kind is bool
+            else {"type": kind, "metavar": "string" if kind is str else kind.__name__}
+        )
+        if option in _CHOICES:
+            value["choices"] = _CHOICES[option]
+        shown = _go_value(default) if about.shown_default is None else about.shown_default
+        group, name = groups[about.group], flag_name(option)
+        group.add_argument(
+            f"--{name}",
+            dest=option,
+            default=default,
+            help=f"{about.text} (default: {shown})",
+            **value,
+        )
+        group.add_argument(
+            f"-{name}",
+            *_ALIASES.get(option, ()),
+            dest=option,
+            default=argparse.SUPPRESS,
+            help=argparse.SUPPRESS,
+            **value,
+        )
     for name, kind in KLOG_FLAGS.items():
         boolean = kind is bool
-        _flag(
-            klog,  # type: ignore[arg-type]
-            name,
+        groups[COMPATIBILITY].add_argument(
+            f"--{name}",
+            f"-{name}",
             dest=f"klog_{name}",
             type=_boolean if boolean else kind,
             nargs="?" if boolean else None,
@@ -184,6 +226,12 @@ def add_operator_flags(parser: argparse.ArgumentParser) -> None:
             default=None,
             help=argparse.SUPPRESS,
         )
+
+
+def _go_value(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
 def _boolean(text: str) -> bool:
@@ -206,26 +254,7 @@ def ignored_flags(namespace: argparse.Namespace) -> tuple[str, ...]:
 
 
 def options_from(namespace: argparse.Namespace) -> Options:
-    options = Options(
-        master=namespace.master,
-        kubeconfig=namespace.kubeconfig,
-        namespace=namespace.namespace,
-        threadiness=namespace.threadiness,
-        monitoring_port=namespace.monitoring_port,
-        gang_scheduling=namespace.gang_scheduling,
-        lock_namespace=namespace.lock_namespace,
-        kube_api_qps=namespace.kube_api_qps,
-        kube_api_burst=namespace.kube_api_burst,
-        controller_queue_rate_limit=namespace.controller_queue_rate_limit,
-        controller_queue_burst=namespace.controller_queue_burst,
-        cluster_domain=namespace.cluster_domain,
-        mpi_kubectl_delivery_image=namespace.mpi_kubectl_delivery_image,
-        health_port=namespace.health_port,
-        bind_address=namespace.bind_address,
-        leader_elect=namespace.leader_elect,
-        failure_log_tail=namespace.failure_log_tail,
-        verbosity=namespace.verbosity,
-    )
+    options = Options(**{field.name: getattr(namespace, field.name) for field in fields(Options)})
     problems = list(_problems(options))
     if problems:
         raise OptionsError("; ".join(problems))
@@ -233,6 +262,8 @@ def options_from(namespace: argparse.Namespace) -> Options:
 
 
 def _problems(options: Options) -> Iterator[str]:
+    if options.log_format not in LOG_FORMATS:
+        yield f"--log-format: must be one of {', '.join(LOG_FORMATS)}"
     if options.threadiness < 1:
         yield "--threadiness: must be at least 1"
     for flag, port in (

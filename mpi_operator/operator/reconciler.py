@@ -8,7 +8,7 @@ from concurrent.futures import Executor
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from gang import GangScheduler
+from gang import GangKind, GangScheduler
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.controller.admission import AdmissionCache
 from mpi_operator.controller.execute import Writer, execute
@@ -56,6 +56,7 @@ class MPIJobReconciler:
         nudges: NudgeSchedule | None = None,
         own_writes: OwnWrites | None = None,
         failure_log_tail: bool = True,
+        unserved: Sequence[GangKind] = (),
     ) -> None:
         self._caches = caches
         self._view = caches.view()
@@ -70,6 +71,7 @@ class MPIJobReconciler:
         self._admissions = AdmissionCache()
         self._own_writes = OwnWrites() if own_writes is None else own_writes
         self._failure_log_tail = failure_log_tail
+        self._unserved = unserved
 
     def __call__(self, key: str) -> Result | None:
         obj = self._caches.mpijobs.store.get(key)
@@ -99,6 +101,7 @@ class MPIJobReconciler:
             nudge=nudge,
             admit=self._admissions.admit,
             failure_log_tail=self._failure_log_tail,
+            unserved=self._unserved,
         )
         plan = plan_sync(obj, self._view, ctx)
 

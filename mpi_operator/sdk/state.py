@@ -10,14 +10,7 @@ from mpi_operator.api.v2beta1 import JobCondition, MPIJob
 
 FINISHED: Final = (c.CONDITION_SUCCEEDED, c.CONDITION_FAILED)
 # Later entries win when several are True (a finished job keeps Created=True).
-_PHASE_ORDER: Final = (
-    c.CONDITION_CREATED,
-    c.CONDITION_RUNNING,
-    c.CONDITION_RESTARTING,
-    c.CONDITION_SUSPENDED,
-    c.CONDITION_SUCCEEDED,
-    c.CONDITION_FAILED,
-)
+_PHASE_ORDER: Final = c.JOB_STATE_CONDITIONS
 PENDING: Final = "Pending"
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Final
 
-from mpi_operator.operator.options import Options
+from mpi_operator.operator.options import Options, flag_name
 
 # Probes and metrics that only this machine reads.
 LOOPBACK: Final = "127.0.0.1"
@@ -26,15 +26,11 @@ def operator_command(
     ``extra_args``, last so that they win."""
     defaults = Options()
     flags = [
-        f"--{_flag_name(field.name)}={_flag_value(value)}"
+        f"--{flag_name(field.name)}={_flag_value(value)}"
         for field in fields(options)
         if (value := getattr(options, field.name)) != getattr(defaults, field.name)
     ]
     return [python, "-m", "mpi_operator", *flags, *extra_args]
-
-
-def _flag_name(option: str) -> str:
-    return "v" if option == "verbosity" else option.replace("_", "-")
 
 
 def _flag_value(value: object) -> str:

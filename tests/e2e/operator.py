@@ -104,6 +104,8 @@ class OperatorProcess:
             threadiness=4,
             kube_api_qps=50,
             kube_api_burst=100,
+            # The tests read fields of the log lines.
+            log_format="json",
         )
         args = operator_command(options, self.extra_args)
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}

@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes.client.exceptions import ApiException
 
+import hack.cluster as localcluster
 from mpi_operator.api.v2beta1 import MAX_WORKERS
 from mpi_operator.testing.wrappers import MPIJobWrapper, container
 
 from .clusters import E2ECluster
 from .operator import create_mpijob
-from .rbac import install_mpijob_crd
+from .rbac import CRD_FILE, install_mpijob_crd
 
 pytestmark = pytest.mark.e2e
 
+LAUNCHER = "spec.mpiReplicaSpecs[Launcher]"
 WORKER = "spec.mpiReplicaSpecs[Worker]"
 CONTAINER = f"{WORKER}.template.spec.containers[0]"
 
@@ -136,3 +140,46 @@ def test_good_jobs_are_admitted(crd_cluster: E2ECluster, namespace: str) -> None
     ):
         created = create_mpijob(crd_cluster, namespace, job.obj())
         assert created["metadata"]["uid"]
+
+
+def kubectl(cluster: E2ECluster, *args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    """The local cluster's pinned kubectl, with its defaults (strict field validation)."""
+    binary = localcluster.bin_dir(build=False) / "kubectl"
+    command = [str(binary), f"--kubeconfig={cluster.kubeconfig}", *args]
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def test_client_side_apply_of_the_crd_fits_its_annotation(crd_cluster: E2ECluster) -> None:
+    # kubectl apply without --server-side keeps the whole CRD in one annotation, which the API
+    # server limits to 256 KiB.
+    done = kubectl(crd_cluster, "apply", "-f", "-", stdin=CRD_FILE.read_text())
+    assert done.returncode == 0, done.stderr
+
+
+TYPO = f"{LAUNCHER}.template.spec.containers[0].comand"
+
+
+@pytest.mark.parametrize("server_side", [False, True], ids=["client-side", "server-side"])
+@pytest.mark.parametrize("api", ["v2beta1", "v1"])
+def test_kubectl_apply_refuses_a_typo_in_a_template_naming_it(
+    crd_cluster: E2ECluster, namespace: str, api: str, server_side: bool
+) -> None:
+    job = MPIJobWrapper(f"typo-{api}-{'ss' if server_side else 'cs'}").workers(1)
+    if api == "v1":
+        job = job.v1()
+    obj = job.obj()
+    obj["metadata"] = {"name": obj["metadata"]["name"], "namespace": namespace}
+    obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["comand"] = [
+        "mpirun"
+    ]
+    mode = ["--server-side"] if server_side else []
+    done = kubectl(crd_cluster, "apply", *mode, "-f", "-", stdin=yaml.safe_dump(obj))
+    assert done.returncode != 0, done.stdout
+    # Strict decoding says "unknown field"; server-side apply's typed patch, "field not
+    # declared in schema". Both print map keys after a dot.
+    assert "unknown field" in done.stderr or "not declared in schema" in done.stderr, done.stderr
+    assert as_dotted_keys(TYPO) in done.stderr, done.stderr
+    # Without the typo, the same job is applied.
+    del obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["comand"]
+    done = kubectl(crd_cluster, "apply", *mode, "-f", "-", stdin=yaml.safe_dump(obj))
+    assert done.returncode == 0, done.stderr

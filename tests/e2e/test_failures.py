@@ -117,6 +117,8 @@ def test_a_worker_failing_while_the_launcher_runs_is_replaced_and_the_job_runs_a
     finish_pod(cluster, namespace, "again-worker-0", exit_code=1)
     restarting = wait_for_condition(cluster, namespace, "again", "Restarting", operator=operator)
     assert condition(restarting, "Running") is None  # Restarting takes Running's place
+    # The State column (the last condition's type, test_v1.py) says so.
+    assert restarting["status"]["conditions"][-1]["type"] == "Restarting"
     assert "again-worker-0 failed and is created again (1 of 6" in str(
         condition(restarting, "Restarting")
     )
@@ -126,6 +128,7 @@ def test_a_worker_failing_while_the_launcher_runs_is_replaced_and_the_job_runs_a
     finish_launcher(cluster, namespace, "again")
     done = wait_for_condition(cluster, namespace, "again", "Succeeded", operator=operator)
     assert worker_failures(done) == 1
+    assert done["status"]["conditions"][-1]["type"] == "Succeeded"
 
 
 @pytest.mark.parametrize("policy", ["None", "Running"])

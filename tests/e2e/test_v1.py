@@ -5,6 +5,7 @@ workers only, only while the job runs."""
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -14,8 +15,8 @@ from .clusters import E2ECluster, wait_until
 from .operator import (
     GROUP,
     PLURAL,
+    SIM,
     OperatorProcess,
-    create_mpijob,
     finish_launcher,
     sim_job,
     wait_for_condition,
@@ -27,6 +28,8 @@ pytestmark = pytest.mark.e2e
 
 V1 = "v1"
 V2BETA1 = "v2beta1"
+# Keeps a simulated launcher pod running until finish_launcher ends it.
+HOLD = SIM + "hold"
 
 
 def create(cluster: E2ECluster, version: str, namespace: str, job: dict[str, Any]) -> None:
@@ -184,7 +187,7 @@ def await_rights(
 def held_v1_job(name: str) -> dict[str, Any]:
     job = v1_job(name)
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
-    launcher.setdefault("metadata", {})["annotations"] = {"sim.mpi-operator.dev/hold": "true"}
+    launcher.setdefault("metadata", {})["annotations"] = {HOLD: "true"}
     return job
 
 
@@ -218,20 +221,50 @@ def test_a_v1_launcher_may_exec_into_its_own_workers_only_while_the_job_runs(
     assert exec_rights(cluster, namespace, "other-launcher", "other-worker-0") == BOTH
 
 
-def test_kubectl_get_through_v1_shows_the_columns(
+def printed(output: str) -> dict[str, dict[str, str]]:
+    """kubectl's table by row name and column, read by the header's column offsets (an empty
+    cell leaves only spaces)."""
+    header, *rows = output.splitlines()
+    starts = [match.start() for match in re.finditer(r"\S+", header)]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    table = {}
+    for row in rows:
+        cells = {
+            name: row[start:end].strip()
+            for name, (start, end) in zip(header.split(), bounds, strict=True)
+        }
+        table[cells["NAME"]] = cells
+    return table
+
+
+def states(cluster: E2ECluster, namespace: str) -> dict[str, dict[str, str]]:
+    """The State column of each job as ``kubectl get`` prints it through each version: v1,
+    the preferred one, and v2beta1."""
+    found = {}
+    for version, resource in ((V1, "mpijobs"), (V2BETA1, f"mpijobs.{V2BETA1}.{GROUP}")):
+        table = printed(kubectl(cluster, "get", resource, "-n", namespace))
+        for row in table.values():
+            assert list(row) == ["NAME", "STATE", "GANG", "WORKERS", "AGE"], version
+        found[version] = {name: row["STATE"] for name, row in table.items()}
+    return found
+
+
+def test_kubectl_get_prints_each_jobs_state_through_both_versions(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    job = sim_job("columns").obj()
-    create_mpijob(cluster, namespace, job)
-    wait_for_condition(cluster, namespace, "columns", "Succeeded", operator=operator)
-    header = kubectl(cluster, "get", "mpijobs", "-n", namespace).splitlines()[0].split()
-    assert header == [
-        "NAME",
-        "RUNNING",
-        "SUSPENDED",
-        "SUCCEEDED",
-        "FAILED",
-        "GANG",
-        "WORKERS",
-        "AGE",
-    ]
+    create(cluster, V1, namespace, held_v1_job("from-v1"))
+    held = sim_job("from-v2beta1").template_annotation("Launcher", HOLD, "true")
+    create(cluster, V2BETA1, namespace, held.obj())
+    create(cluster, V2BETA1, namespace, sim_job("parked").suspend().obj())
+    for name in ("from-v1", "from-v2beta1"):
+        wait_for_condition(cluster, namespace, name, "Running", operator=operator)
+    # Suspended=True comes before Running=False in upstream's order; the state goes last.
+    wait_for_condition(cluster, namespace, "parked", "Suspended", operator=operator)
+    running = {"from-v1": "Running", "from-v2beta1": "Running", "parked": "Suspended"}
+    assert states(cluster, namespace) == {V1: running, V2BETA1: running}
+
+    for name in ("from-v1", "from-v2beta1"):
+        finish_launcher(cluster, namespace, name)
+        wait_for_condition(cluster, namespace, name, "Succeeded", operator=operator)
+    finished = {**running, "from-v1": "Succeeded", "from-v2beta1": "Succeeded"}
+    assert states(cluster, namespace) == {V1: finished, V2BETA1: finished}

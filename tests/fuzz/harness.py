@@ -6,7 +6,8 @@ Outcomes:
 - ``refused``: exit 2, nothing on stdout, one ``field.path: message`` line per problem;
 - ``traceback``: an exception escaped (or a refusal broke the one-line format);
 - ``hang``: the example ran past its time limit;
-- ``accepted-but-invalid``: exit 0 (or a sync that writes), but the oracle finds a problem;
+- ``accepted-but-invalid``: exit 0 (or a sync that writes), but the oracle finds a problem,
+  or a field of the job that the CRD does not declare;
 - ``cache-differs``: a sync whose job comes from the operator's admission cache, warmed by the
   same job under another status, plans otherwise than one that admits the job afresh.
 
@@ -39,7 +40,7 @@ from mpi_operator.manifest import ManifestError, read_documents
 from mpi_operator.testing.view import MemoryView
 
 from .jobs import Example
-from .oracle import grant_problems, problems
+from .oracle import grant_problems, problems, unknown_mpijob_fields
 
 VALID = "valid-rendered"
 REFUSED = "refused"
@@ -142,7 +143,8 @@ def _render(example: Example) -> Outcome:
     if code != 0 or err:
         return Outcome("render", TRACEBACK, f"exit {code}: {err[-2000:]}")
     rendered = yaml.load_all(out, Loader=yaml.CSafeLoader)
-    found = [f"{obj.get('kind')}: {p}" for obj in rendered for p in _judged(obj)]
+    found = [f"MPIJob: {p}" for p in unknown_mpijob_fields(_json_document(example.text))]
+    found += [f"{obj.get('kind')}: {p}" for obj in rendered for p in _judged(obj)]
     if found:
         return Outcome("render", ACCEPTED_BUT_INVALID, "; ".join(found)[:2000])
     return Outcome("render", VALID)
@@ -161,7 +163,8 @@ def _sync(document: dict[str, Any], example: Example) -> Outcome:
     if _cached_plan(document, context) != plan:
         return Outcome("operator", CACHE_DIFFERS, "admission cache changed the sync's plan")
     bodies = [a.body for a in plan.actions if a.verb == "create" and a.body is not None]
-    found = [f"{body.get('kind')}: {p}" for body in bodies for p in _judged(body)]
+    found = [f"MPIJob: {p}" for p in unknown_mpijob_fields(document) if bodies]
+    found += [f"{body.get('kind')}: {p}" for body in bodies for p in _judged(body)]
     if found:
         return Outcome("operator", ACCEPTED_BUT_INVALID, "; ".join(found)[:2000])
     if not bodies:

@@ -465,6 +465,18 @@ def mutation() -> st.SearchStrategy[Mutation]:
             st.one_of(st.just("x"), st.just({"k": 1}), st.just({"big": "x" * 300_000})),
         ),
         (at(pod, "futureField"), any_value()),
+        # Typos: fields no schema declares, which the API server would drop.
+        (st.just(("spec", "slotPerWorker")), st.integers(0, 8)),
+        (st.just(("spec", "runPolicy", "backofLimit")), st.integers(0, 3)),
+        (st.builds(lambda r: ("spec", "mpiReplicaSpecs", r, "replica"), role), st.just(2)),
+        (
+            st.builds(
+                lambda r: ("spec", "mpiReplicaSpecs", r, "template", "metadata", "label"), role
+            ),
+            st.just({"team": "a"}),
+        ),
+        (at(main, "comand"), st.just(["mpirun"])),
+        (at(main, "resource"), st.just({"limits": {"nvidia.com/gpu": 8}})),
         *((at(main, field), value) for field, value in container_mutations()),
         *((at(pod, field), value) for field, value in pod_mutations()),
     ]

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from .pod_oracle import pod_spec_problems
+from .pod_oracle import declared_fields, pod_spec_problems
 
 INT32 = (0, 2**31 - 1)
 LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -36,6 +36,47 @@ SUFFIX_EXPONENT = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "
 BINARY_POWER = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 MAX_QUANTITY = 2**63 - 1
 RESTART_POLICIES = {"Pod": {"Always", "OnFailure", "Never"}, "Job": {"OnFailure", "Never"}}
+
+# The MPIJob's fields, from upstream's Go types (kubeflow/mpi-operator v2beta1 and
+# training-operator v1, which this CRD serves with the same fields) plus spec.transport; each
+# object by the fields of its own, with the objects below it.
+MPIJOB_FIELDS: dict[str, Any] = {
+    "apiVersion": None,
+    "kind": None,
+    "metadata": None,
+    "status": None,
+    "spec": {
+        "slotsPerWorker": None,
+        "runLauncherAsWorker": None,
+        "sshAuthMountPath": None,
+        "launcherCreationPolicy": None,
+        "mpiImplementation": None,
+        "transport": None,
+        "mainContainer": None,
+        "cleanPodPolicy": None,
+        "runPolicy": {
+            "cleanPodPolicy": None,
+            "ttlSecondsAfterFinished": None,
+            "activeDeadlineSeconds": None,
+            "backoffLimit": None,
+            "suspend": None,
+            "managedBy": None,
+            "schedulingPolicy": {
+                "minAvailable": None,
+                "queue": None,
+                "minResources": None,
+                "priorityClass": None,
+                "scheduleTimeoutSeconds": None,
+            },
+        },
+        "mpiReplicaSpecs": None,  # by replica type: REPLICA_FIELDS
+    },
+}
+REPLICA_FIELDS: dict[str, Any] = {
+    "replicas": None,
+    "restartPolicy": None,
+    "template": {"metadata": "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "spec": None},
+}
 
 
 def problems(obj: Mapping[str, Any]) -> list[str]:
@@ -61,6 +102,35 @@ def problems(obj: Mapping[str, Any]) -> list[str]:
     elif kind == "PodGroup":
         found += _pod_group_problems(spec)
     return found
+
+
+def unknown_mpijob_fields(job: Any) -> list[str]:
+    """The fields of an MPIJob that its CRD does not declare: strict field validation refuses
+    them (the pod specs' own are judged in the pods the job renders to)."""
+    if not isinstance(job, Mapping):
+        return []
+    found = list(_unknown("", job, MPIJOB_FIELDS))
+    specs = (
+        (job.get("spec") or {}).get("mpiReplicaSpecs")
+        if isinstance(job.get("spec"), Mapping)
+        else None
+    )
+    for role, replica in specs.items() if isinstance(specs, Mapping) else ():
+        found += _unknown(f"spec.mpiReplicaSpecs[{role}]", replica, REPLICA_FIELDS)
+    return found
+
+
+def _unknown(where: str, value: Any, fields: Any) -> Iterator[str]:
+    if isinstance(fields, str):
+        fields = dict.fromkeys(declared_fields(fields))
+    if not isinstance(value, Mapping) or fields is None:
+        return
+    for name, child in value.items():
+        at = f"{where}.{name}" if where else str(name)
+        if name not in fields:
+            yield f"{at}: unknown field"
+        else:
+            yield from _unknown(at, child, fields[name])
 
 
 def grant_problems(obj: Mapping[str, Any]) -> list[str]:

@@ -3,9 +3,11 @@ container rules (env, envFrom, ports, probes, lifecycle hooks).
 
 Types are checked by the ``jsonschema`` library against the OpenAPI schema of the pinned
 Kubernetes release, read as the API server decodes JSON (an integer is an integer literal in
-its format's range); the product has its own walker of the same schema, so the two can
-disagree. The container rules are restated from Kubernetes' validation. The caller has already
-dropped null fields, as Go decodes them as absent.
+its format's range) and as strict field validation reads it (a field the schema does not
+declare is refused, where the API server would otherwise drop it); the product has its own
+walker of the same schema, so the two can disagree. The container rules are restated from
+Kubernetes' validation. The caller has already dropped null fields, as Go decodes them as
+absent.
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def _validator(root: str) -> Any:
 
     def linked(node: Any) -> Any:
         if isinstance(node, dict):
-            return {
+            closed = {"additionalProperties": False} if "properties" in node else {}
+            return closed | {
                 key: f"#/$defs/{value}" if key == "$ref" else linked(value)
                 for key, value in node.items()
             }
@@ -70,6 +73,12 @@ def _validator(root: str) -> Any:
         "$ref": f"#/$defs/{root}",
     }
     return _Validator(schema, format_checker=_FORMATS)
+
+
+def declared_fields(definition: str) -> frozenset[str]:
+    """The fields Kubernetes declares for one of its types, such as ObjectMeta."""
+    document = json.loads(SCHEMA.read_text())
+    return frozenset(document["definitions"][definition]["properties"])
 
 
 def pod_spec_problems(where: str, spec: Mapping[str, Any]) -> Iterator[str]:

@@ -14,7 +14,7 @@ from mpi_operator.testing.pod_rules import ACCEPTED, REFUSED, PodRuleCase
 from .harness import FAILURES, VALID, Tally, run_example
 from .harness import REFUSED as REFUSED_RUN
 from .jobs import Example, examples
-from .oracle import problems
+from .oracle import problems, unknown_mpijob_fields
 
 TIME_LIMIT = 10.0
 BUDGET = 200
@@ -47,6 +47,17 @@ def test_the_short_run_reaches_both_outcomes() -> None:
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
+        (
+            {
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "i", "comand": ["x"]}],
+                },
+            },
+            "spec.containers.0: Additional properties are not allowed ('comand' was unexpected)",
+        ),
         (
             {"kind": "Service", "metadata": {"name": "a-", "namespace": "ns"}},
             "metadata.name 'a-': not a DNS-1035 label",
@@ -106,6 +117,7 @@ def test_the_short_run_reaches_both_outcomes() -> None:
         ),
     ],
     ids=[
+        "unknown container field",
         "service name",
         "image",
         "request above limit",
@@ -140,3 +152,23 @@ def test_the_oracle_flags_every_broken_pod_rule(case: PodRuleCase) -> None:
 @pytest.mark.parametrize("case", ACCEPTED, ids=lambda case: case.name)
 def test_the_oracle_passes_every_valid_pod_rule(case: PodRuleCase) -> None:
     assert problems(_pod(case)) == []
+
+
+def test_the_oracle_names_the_jobs_unknown_fields() -> None:
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MPIJob",
+        "metadata": {"name": "pi"},
+        "spec": {
+            "slotPerWorker": 1,
+            "runPolicy": {"schedulingPolicy": {"minAvailable": 1, "queu": "q"}},
+            "mpiReplicaSpecs": {
+                "Worker": {"replicas": 1, "template": {"metadata": {"label": {}}, "spec": {}}}
+            },
+        },
+    }
+    assert unknown_mpijob_fields(job) == [
+        "spec.slotPerWorker: unknown field",
+        "spec.runPolicy.schedulingPolicy.queu: unknown field",
+        "spec.mpiReplicaSpecs[Worker].template.metadata.label: unknown field",
+    ]

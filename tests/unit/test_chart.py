@@ -124,6 +124,7 @@ def test_lint_is_clean(helm: str) -> None:
                 "operator.gangScheduling=volcano",
                 *TUNED_FLAGS,
                 "operator.logLevel=4",
+                "operator.logFormat=json",
                 "operator.extraArgs={--health-port=9090}",
                 "operator.healthPort=9090",
                 "nodeSelector.kubernetes\\.io/os=linux",
@@ -154,6 +155,7 @@ def test_template_matches_its_golden_file(helm: str, name: str, sets: tuple[str,
         ("operator.monitoringPort=70000", "at '/operator/monitoringPort': maximum"),
         ("operator.leaderElect=maybe", "at '/operator/leaderElect': got string, want boolean"),
         ("operator.failureLogTail=no", "at '/operator/failureLogTail': got string, want boolean"),
+        ("operator.logFormat=xml", "at '/operator/logFormat': value must be one of"),
         ("image.pullPolicy=Sometimes", "at '/image/pullPolicy': value must be one of"),
         ("operator.controllerQueueRateLimit=0", "at '/operator/controllerQueueRateLimit'"),
         ("operator.namespace=Not_A_Namespace", "at '/operator/namespace'"),
@@ -358,6 +360,7 @@ def test_the_values_reach_the_operators_flags(helm: str) -> None:
             "operator.leaderElect=false",
             "operator.lockNamespace=locks",
             "operator.logLevel=3",
+            "operator.logFormat=json",
             "operator.failureLogTail=false",
             "operator.monitoringPort=9100",
             "operator.healthPort=9101",
@@ -379,6 +382,7 @@ def test_the_values_reach_the_operators_flags(helm: str) -> None:
         leader_elect=False,
         failure_log_tail=False,
         verbosity=3,
+        log_format="json",
     )
     assert [p["containerPort"] for p in container["ports"]] == [9101, 9100]
     # Without leader election there is no Lease, and no right to one.

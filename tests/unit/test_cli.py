@@ -306,6 +306,18 @@ def test_an_unknown_command_is_named(capsys: pytest.CaptureFixture[str]) -> None
     assert capsys.readouterr().err.startswith("mpi-operator: unknown command 'rendr'")
 
 
+@pytest.mark.parametrize("flag", ["--help", "-help", "-h"])
+def test_help_answers_to_go_and_posix_spellings(
+    capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    assert main([flag]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: mpi-operator [--help] [--version]")
+    options = out.split("\noptions:\n", 1)[1].split("\n\n", 1)[0].split()
+    assert options[:1] == ["--help"] and "--version" in options
+    assert not {"-h", "-h,", "-help", "-version"} & set(options)
+
+
 def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     assert "render" in capsys.readouterr().out

@@ -296,16 +296,16 @@ def test_the_launchers_own_fs_group_sets_its_ssh_key_mode() -> None:
 
 
 def test_fields_the_operator_does_not_know_reach_the_job_unchanged() -> None:
-    main = {"name": "launcher", "image": "mpi", "futureContainerField": ["a", "b"]}
-    sidecar = {"name": "log", "image": "busybox", "futureContainerField": 1}
+    main = {"name": "launcher", "image": "mpi", "workingDir": "/work"}
+    sidecar = {"name": "log", "image": "busybox", "terminationMessagePolicy": "File"}
     job = (
         base()
-        .pod_spec_field(c.LAUNCHER, "futurePodField", {"enabled": True})
+        .pod_spec_field(c.LAUNCHER, "shareProcessNamespace", True)
         .containers(c.LAUNCHER, copy.deepcopy(main), copy.deepcopy(sidecar))
     )
     spec = pod_spec(job)
-    assert spec["futurePodField"] == {"enabled": True}
-    assert spec["containers"][0]["futureContainerField"] == ["a", "b"]
+    assert spec["shareProcessNamespace"] is True
+    assert spec["containers"][0]["workingDir"] == "/work"
     assert spec["containers"][1] == sidecar
 
 

@@ -36,7 +36,7 @@ class FakeGang:
     """Just enough of a gang scheduler to see where the builders call it."""
 
     scheduler_name = "fake-gang"
-    gang_resources = (GangResource("example.com", "v1", "PodGroup", "podgroups"),)
+    gang_resources = (GangResource("example.com", "v1", "PodGroup", "podgroups", "Example"),)
 
     def gang_objects(self, job: MPIJob, facts: ClusterFacts) -> list[dict[str, Any]]:
         return [
@@ -165,8 +165,8 @@ def overrides() -> MPIJobWrapper:
         .restart_policy(c.WORKER, c.RESTART_POLICY_ON_FAILURE)
         .pod_spec_field(c.WORKER, "hostNetwork", True)
         .pod_spec_field(c.WORKER, "dnsConfig", {"searches": ["example.org"]})
-        .pod_spec_field(c.WORKER, "futurePodField", {"keep": True})
-        .container_field(c.WORKER, "futureContainerField", "keep")
+        .pod_spec_field(c.WORKER, "readinessGates", [{"conditionType": "example.com/keep"}])
+        .container_field(c.WORKER, "workingDir", "/keep")
         .command(c.WORKER, "/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config")
     )
 

@@ -218,14 +218,14 @@ def test_only_container_zero_is_configured() -> None:
 def test_fields_the_operator_does_not_know_reach_the_pod_unchanged() -> None:
     job = (
         base()
-        .pod_spec_field(c.WORKER, "futurePodField", {"nested": [1, 2]})
-        .container_field(c.WORKER, "futureContainerField", "keep-me")
+        .pod_spec_field(c.WORKER, "readinessGates", [{"conditionType": "example.com/ready"}])
+        .container_field(c.WORKER, "workingDir", "/keep-me")
         .pod_spec_field(c.WORKER, "nodeSelector", {"gpu": "a100"})
         .pod_spec_field(c.WORKER, "tolerations", [{"key": "gpu", "operator": "Exists"}])
     )
     pod = worker(job)
-    assert pod["spec"]["futurePodField"] == {"nested": [1, 2]}
-    assert main_container(pod)["futureContainerField"] == "keep-me"
+    assert pod["spec"]["readinessGates"] == [{"conditionType": "example.com/ready"}]
+    assert main_container(pod)["workingDir"] == "/keep-me"
     assert pod["spec"]["nodeSelector"] == {"gpu": "a100"}
     assert pod["spec"]["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
 

@@ -70,14 +70,14 @@ def test_volcano_gang_state(
 def test_volcano_unschedulable_carries_the_schedulers_message() -> None:
     status = {"phase": "Inqueue", "conditions": [unschedulable()]}
     assert VolcanoScheduler().pod_group_state(pod_group(status)) == GangState(
-        False, "Unschedulable", NOT_ENOUGH
+        False, "Unschedulable", NOT_ENOUGH, warning=True
     )
 
 
 def test_volcano_unschedulable_without_message_falls_back_to_its_reason() -> None:
     status = {"phase": "Pending", "conditions": [unschedulable(message="")]}
     state = VolcanoScheduler().pod_group_state(pod_group(status))
-    assert state == GangState(False, "Unschedulable", "NotEnoughResources")
+    assert state == GangState(False, "Unschedulable", "NotEnoughResources", warning=True)
 
 
 def test_volcano_pending_names_the_queue() -> None:

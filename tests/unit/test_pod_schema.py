@@ -147,8 +147,11 @@ def schema_problems(template: object) -> list[str]:
         ),
         pytest.param(
             {"spec": {"futureField": [1, {"x": None}], "containers": [{"name": "c", "Name": 1}]}},
-            [],
-            id="unknown fields pass",
+            [
+                "t.spec.futureField: unknown field",
+                't.spec.containers[0].Name: unknown field; did you mean "name"?',
+            ],
+            id="unknown fields are named",
         ),
         pytest.param(
             {"metadata": {"labels": {"a": 1}}},

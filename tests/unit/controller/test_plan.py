@@ -176,12 +176,28 @@ def test_suspended_job_gets_a_suspended_launcher_and_no_workers() -> None:
     launcher = plan.actions[3].body
     assert launcher is not None and launcher["spec"]["suspend"] is True
     status = status_of(plan)
+    # Upstream's order but the job's state last, where the State column reads it.
     assert conditions(status) == [
         ("Created", "True", "MPIJobCreated"),
-        ("Suspended", "True", "MPIJobSuspended"),
         ("Running", "False", "MPIJobSuspended"),
+        ("Suspended", "True", "MPIJobSuspended"),
     ]
     assert "startTime" not in status
+
+
+def test_a_stored_order_with_the_state_not_last_is_rewritten_once() -> None:
+    """Upstream's order for a suspended job ends with Running=False; the first sync moves the
+    state after it, in one status write, and the next has nothing to write."""
+    view = cluster_view()
+    obj = converge(MPIJobWrapper().workers(2).suspend().obj(), view, context("volcano"))
+    created, running, suspended = obj["status"]["conditions"]
+    obj["status"]["conditions"] = [created, suspended, running]
+    plan = plan_sync(obj, view, context("volcano", now=LATER))
+    assert writes(plan) == ["update_status mpijobs/status test"]
+    assert status_of(plan)["conditions"] == [created, running, suspended]
+    assert plan.events == []
+    obj["status"] = status_of(plan)
+    assert plan_sync(obj, view, context("volcano", now=LATER)).actions == []
 
 
 def test_suspending_a_running_job_deletes_workers_and_pod_group() -> None:
@@ -397,6 +413,7 @@ def test_the_schedulers_verdict_on_the_pod_group_becomes_the_gang_scheduled_cond
     plan = plan_sync(obj, view, context(gang, now=LATER))
     assert writes(plan) == ["update_status mpijobs/status test"]
     assert gang_condition(plan) == expected
+    assert status_of(plan)["conditions"][-1]["type"] == "Created"
     [event] = [e for e in plan.events if e.reason == expected[1]]
     assert event.type == event_type
     # Reported once: the same verdict again writes nothing.

@@ -82,6 +82,17 @@ def test_pod_groups_and_priority_classes_are_cached_only_with_gang_scheduling() 
     assert "podgroups" in volcano.children and volcano.priority_classes is not None
 
 
+def test_without_its_kinds_served_the_gang_is_not_cached_and_the_rest_is() -> None:
+    nudging = select_gang_scheduler("sp-scheduler")
+    caches = build_caches(offline_client(), "ns", nudging, gang_kinds_served=False)
+    assert "podgroups" not in caches.children and caches.capacity == {}
+    assert {"pods", "jobs", "configmaps"} <= set(caches.children)
+    volcano = build_caches(
+        offline_client(), "ns", select_gang_scheduler("volcano"), gang_kinds_served=False
+    )
+    assert "podgroups" not in volcano.children and volcano.gang_inputs == {}
+
+
 def test_cluster_facts_come_from_the_priority_class_cache() -> None:
     caches = build_caches(offline_client(), None, select_gang_scheduler("volcano"))
     assert caches.priority_classes is not None

@@ -6,7 +6,7 @@ from dataclasses import fields, replace
 
 import pytest
 
-from mpi_operator.operator.options import Options
+from mpi_operator.operator.options import LOG_FORMATS, Options
 from mpi_operator.testing.launch import operator_command
 
 from .test_options import parse
@@ -19,6 +19,8 @@ def no_namespace_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def other_than(default: object) -> object:
     """A value the operator accepts for an option, and not its default."""
+    if default in LOG_FORMATS:
+        return next(other for other in LOG_FORMATS if other != default)
     if isinstance(default, bool):
         return not default
     if isinstance(default, int | float):

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import re
+from typing import Final
 
 import pytest
 
+from mpi_operator.api import constants as c
+from mpi_operator.cli import main
 from mpi_operator.operator.options import (
+    API_CLIENT,
+    COMPATIBILITY,
+    JOBS,
+    KLOG_FLAGS,
+    LEADER_ELECTION,
+    LOGGING,
+    MONITORING,
+    SCHEDULING,
     Options,
     OptionsError,
     add_operator_flags,
@@ -157,3 +169,145 @@ def test_failure_messages_quote_the_log_tail_unless_turned_off(
     argv: list[str], value: bool
 ) -> None:
     assert parse(*argv).failure_log_tail is value
+
+
+# -- --help ---------------------------------------------------------------------------------
+
+# Each group's flags, in the order --help lists them, and the default it shows for each.
+HELP: dict[str, dict[str, str]] = {
+    JOBS: {
+        "--namespace string": "$KUBEFLOW_NAMESPACE, else all namespaces",
+        "--threadiness int": "2",
+        "--controller-queue-rate-limit float": "10.0",
+        "--controller-queue-burst int": "100",
+        "--cluster-domain string": "none",
+        "--mpi-kubectl-delivery-image string": c.DEFAULT_KUBECTL_DELIVERY_IMAGE,
+        "--failure-log-tail [bool]": "true",
+    },
+    SCHEDULING: {"--gang-scheduling string": "none"},
+    API_CLIENT: {
+        "--master string": "the kubeconfig's",
+        "--kubeconfig string": "$KUBECONFIG, else the in-cluster service account",
+        "--kube-api-qps float": "5.0",
+        "--kube-api-burst int": "10",
+    },
+    LEADER_ELECTION: {"--leader-elect [bool]": "true", "--lock-namespace string": "mpi-operator"},
+    MONITORING: {
+        "--monitoring-port int": "0",
+        "--health-port int": "8080",
+        "--bind-address string": "0.0.0.0",
+    },
+    LOGGING: {"--v int": "0", "--log-format string": "text"},
+}
+
+
+def help_text(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["--help"]) == 0
+    return capsys.readouterr().out
+
+
+def help_sections(text: str) -> dict[str, str]:
+    """The help's sections by title (a line ``title:`` at the margin), without the usage."""
+    parts = re.split(r"^(\S[^\n]*):\n", text, flags=re.MULTILINE)[1:]
+    return dict(zip(parts[::2], parts[1::2], strict=True))
+
+
+def test_help_lists_each_flag_once_in_its_group_with_its_default(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sections = help_sections(help_text(capsys, monkeypatch))
+    assert list(sections) == ["options", *HELP, COMPATIBILITY, "commands"]
+    for title, flags in HELP.items():
+        body = sections[title]
+        shown = re.findall(r"^  (-\S+(?: \S+)?)", body, flags=re.MULTILINE)
+        assert shown == list(flags), title
+        words = " ".join(body.split())
+        for flag, default in flags.items():
+            described = words.split(f"{flag} ", 1)[1].split(" --", 1)[0]
+            assert described.endswith(f"(default: {default})"), (flag, described)
+
+
+def test_help_shows_no_alias_and_names_the_accepted_spellings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = help_text(capsys, monkeypatch)
+    flags = "".join(help_sections(text)[title] for title in ["options", *HELP])
+    invocations = re.findall(r"^  (-\S+)", flags, flags=re.MULTILINE)
+    assert all(flag.startswith("--") for flag in invocations), invocations
+    assert len(invocations) == len(set(invocations))
+    assert "--kubeConfig" not in text and "-kubeConfig is --kubeconfig" in " ".join(text.split())
+    compatibility = " ".join(help_sections(text)[COMPATIBILITY].split())
+    assert all(f"-{name}" in compatibility for name in KLOG_FLAGS)
+
+
+# A value for every option that differs from its default, as each spelling takes it.
+SAMPLES: Final[dict[str, tuple[str, object]]] = {
+    "namespace": ("team-a", "team-a"),
+    "threadiness": ("7", 7),
+    "controller_queue_rate_limit": ("2.5", 2.5),
+    "controller_queue_burst": ("9", 9),
+    "cluster_domain": ("cluster.local", "cluster.local"),
+    "mpi_kubectl_delivery_image": ("example.com/kubectl:1", "example.com/kubectl:1"),
+    "failure_log_tail": ("false", False),
+    "gang_scheduling": ("volcano", "volcano"),
+    "master": ("https://api:6443", "https://api:6443"),
+    "kubeconfig": ("/k", "/k"),
+    "kube_api_qps": ("50", 50.0),
+    "kube_api_burst": ("70", 70),
+    "leader_elect": ("false", False),
+    "lock_namespace": ("locks", "locks"),
+    "monitoring_port": ("9100", 9100),
+    "health_port": ("9101", 9101),
+    "bind_address": ("127.0.0.1", "127.0.0.1"),
+    "verbosity": ("3", 3),
+    "log_format": ("json", "json"),
+}
+
+
+def spellings() -> dict[str, list[str]]:
+    """Every spelling of each operator flag (klog's aside), by destination."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_operator_flags(parser)
+    found: dict[str, list[str]] = {}
+    for action in parser._actions:
+        if not action.dest.startswith("klog_"):
+            found.setdefault(action.dest, []).extend(action.option_strings)
+    return found
+
+
+def test_every_flag_has_a_sample() -> None:
+    assert set(spellings()) == set(SAMPLES)
+
+
+@pytest.mark.parametrize(
+    ("dest", "spelling"),
+    [(dest, spelling) for dest, names in spellings().items() for spelling in names],
+)
+def test_every_spelling_still_parses(
+    monkeypatch: pytest.MonkeyPatch, dest: str, spelling: str
+) -> None:
+    monkeypatch.delenv("KUBEFLOW_NAMESPACE", raising=False)
+    text, value = SAMPLES[dest]
+    assert getattr(Options(), dest) != value
+    assert getattr(parse(f"{spelling}={text}"), dest) == value
+    assert getattr(parse(spelling, text), dest) == value
+
+
+def test_upstreams_spellings_stay_accepted() -> None:
+    names = {spelling for names in spellings().values() for spelling in names}
+    assert {"-kubeConfig", "--kubeConfig", "-threadiness", "-monitoring-port", "-v"} <= names
+    assert {"-gang-scheduling", "-lock-namespace", "-mpi-kubectl-delivery-image"} <= names
+
+
+def test_an_unknown_log_format_is_refused_by_flag_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--log-format=xml"]) == 2
+    assert "--log-format: invalid choice: 'xml'" in capsys.readouterr().err
+    with pytest.raises(OptionsError, match="--log-format: must be one of text, json"):
+        options_from(argparse.Namespace(**{**vars(raw()), "log_format": "xml"}))
+
+
+def raw(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_operator_flags(parser)
+    return parser.parse_args(list(argv))
