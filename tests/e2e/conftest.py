@@ -64,6 +64,16 @@ def real_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
     return cluster_provider.get("default", real_nodes=True)
 
 
+@pytest.fixture(scope="module")
+def real_node_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
+    """The real-node cluster where the operator runs in-cluster, from the image the nodes
+    imported."""
+    cluster = cluster_provider.get("default", real_nodes=True)
+    if cluster.provider != "local":
+        pytest.skip("the operator image is imported into the local cluster's real nodes")
+    return cluster
+
+
 # The operator on the real-node cluster, one process per test module.
 real_operator = operator_fixture("default", name="real_operator", real_nodes=True)
 

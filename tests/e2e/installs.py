@@ -27,8 +27,17 @@ def images_build(*args: str) -> str:
 
 
 def kubectl(cluster: E2ECluster, *args: str, stdin: str | None = None) -> str:
+    done = run_kubectl(cluster, *args, stdin=stdin)
+    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+def run_kubectl(
+    cluster: E2ECluster, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """kubectl against the cluster; a refusal is returned, not failed on."""
     binary = localcluster.bin_dir(build=False) / "kubectl"
-    done = subprocess.run(
+    return subprocess.run(
         [str(binary), f"--kubeconfig={cluster.kubeconfig}", *args],
         input=stdin,
         capture_output=True,
@@ -36,15 +45,15 @@ def kubectl(cluster: E2ECluster, *args: str, stdin: str | None = None) -> str:
         timeout=300,
         check=False,
     )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
 
 
-def operator_pods(cluster: E2ECluster, namespace: str) -> list[dict[str, Any]]:
+def operator_pods(
+    cluster: E2ECluster, namespace: str, selector: str = SELECTOR
+) -> list[dict[str, Any]]:
     """The operator's pods in namespace, but those being deleted."""
     return [
         pod
-        for pod in cluster.list_pods(namespace, label_selector=SELECTOR)
+        for pod in cluster.list_pods(namespace, label_selector=selector)
         if not pod["metadata"].get("deletionTimestamp")
     ]
 

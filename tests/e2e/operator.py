@@ -166,15 +166,23 @@ class OperatorProcess:
         process = self.process
         if process is None:
             return None
-        if process.poll() is None:
-            process.send_signal(sig)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
         self.process = None
-        return process.returncode
+        return stop_process(process, sig, timeout)
+
+
+def stop_process(
+    process: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 30
+) -> int:
+    """Signal a process we started (by its pid), wait for it, kill it if it outlasts
+    ``timeout``; returns its exit code."""
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+    return process.returncode
 
 
 def operator_fixture(flavour: str, name: str = "operator", **cluster_options: bool) -> Any:

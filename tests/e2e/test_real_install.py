@@ -31,7 +31,7 @@ from hack.cluster.images import images_tool
 from mpi_operator import sdk
 from tests.tools import run_helm
 
-from .clusters import REPO, ClusterProvider, E2ECluster, wait_until
+from .clusters import REPO, E2ECluster, wait_until
 from .installs import SELECTOR, images_build, kubectl, operator_pods, ready
 from .operator import run_pi_example
 
@@ -50,14 +50,6 @@ METRICS_PORT = 8081
 # Generous: pods start on a machine other tests keep busy.
 ROLLOUT_TIMEOUT = 240
 JOB_TIMEOUT = 300
-
-
-@pytest.fixture(scope="module")
-def real_node_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
-    cluster = cluster_provider.get("default", real_nodes=True)
-    if cluster.provider != "local":
-        pytest.skip("the operator image is imported into the local cluster's real nodes")
-    return cluster
 
 
 @pytest.fixture(scope="module")
@@ -99,23 +91,25 @@ def write_overlay(directory: Path) -> Path:
     return directory
 
 
-def wait_ready_pods(cluster: E2ECluster, namespace: str, count: int) -> list[dict[str, Any]]:
+def wait_ready_pods(
+    cluster: E2ECluster, namespace: str, count: int, selector: str = SELECTOR
+) -> list[dict[str, Any]]:
     def all_ready() -> list[dict[str, Any]] | None:
-        pods = operator_pods(cluster, namespace)
+        pods = operator_pods(cluster, namespace, selector)
         return pods if len(pods) == count and all(ready(p) for p in pods) else None
 
     return wait_until(
         all_ready,
         ROLLOUT_TIMEOUT,
         interval=1,
-        message=lambda: f"{count} ready operator pods: {describe(cluster, namespace)}",
+        message=lambda: f"{count} ready operator pods: {describe(cluster, namespace, selector)}",
     )
 
 
-def describe(cluster: E2ECluster, namespace: str) -> str:
+def describe(cluster: E2ECluster, namespace: str, selector: str = SELECTOR) -> str:
     """Pod phases, container states and the last log lines, for a failure message."""
     lines = []
-    for pod in cluster.list_pods(namespace, label_selector=SELECTOR):
+    for pod in cluster.list_pods(namespace, label_selector=selector):
         name = pod["metadata"]["name"]
         lines.append(f"{name}: {json.dumps(pod.get('status', {}).get('containerStatuses'))}")
         try:
@@ -161,27 +155,30 @@ def installed(
     try:
         yield wait_ready_pods(real_node_cluster, NAMESPACE, 2)
     finally:
-        # Everything but what the cluster keeps: the CRD, which other tests' operators use,
-        # and the user roles (the aggregated admin role, deleted while the controller-manager
-        # aggregates the roles deleted with it, came back empty and unlabelled here). The
-        # namespace takes the Deployment, ServiceAccount and Lease with it.
         rendered = kubectl(real_node_cluster, "kustomize", str(overlay))
-        removed = [
-            doc
-            for doc in yaml.safe_load_all(rendered)
-            if doc
-            and doc["kind"] != "CustomResourceDefinition"
-            and not doc["metadata"]["name"].startswith(USER_ROLES)
-        ]
-        kubectl(
-            real_node_cluster,
-            "delete",
-            "--wait=true",
-            "--ignore-not-found",
-            "-f",
-            "-",
-            stdin=yaml.safe_dump_all(removed),
-        )
+        uninstall(real_node_cluster, [doc for doc in yaml.safe_load_all(rendered) if doc])
+
+
+def uninstall(cluster: E2ECluster, installed: list[dict[str, Any]]) -> None:
+    """Everything but what the cluster keeps: the CRD, which other tests' operators use, and
+    the user roles (the aggregated admin role, deleted while the controller-manager aggregates
+    the roles deleted with it, came back empty and unlabelled here). The namespace takes the
+    Deployment, ServiceAccount and Lease with it."""
+    removed = [
+        doc
+        for doc in installed
+        if doc["kind"] != "CustomResourceDefinition"
+        and not doc["metadata"]["name"].startswith(USER_ROLES)
+    ]
+    kubectl(
+        cluster,
+        "delete",
+        "--wait=true",
+        "--ignore-not-found",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump_all(removed),
+    )
 
 
 class TestKustomizeInstall:

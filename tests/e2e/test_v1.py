@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client as k8s
 
 from .clusters import E2ECluster, wait_until
+from .installs import kubectl
 from .operator import (
     GROUP,
     PLURAL,
@@ -21,7 +22,6 @@ from .operator import (
     sim_job,
     wait_for_condition,
 )
-from .test_real_install import kubectl
 
 # Every test takes the operator: starting it installs the CRD from crds/.
 pytestmark = pytest.mark.e2e
