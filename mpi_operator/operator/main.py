@@ -19,8 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Final
 
-from kubernetes.config.config_exception import ConfigException
-
 from gang import (
     GangKind,
     GangScheduler,
@@ -54,6 +52,7 @@ from mpi_operator.runtime.client import (
     is_not_found,
 )
 from mpi_operator.runtime.controller import Controller
+from mpi_operator.runtime.credentials import ConfigError
 from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.events import WRITERS as EVENT_WRITERS
 from mpi_operator.runtime.events import ClientEventSink, EventRecorder
@@ -315,7 +314,7 @@ def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
                 select_gang_scheduler(options.gang_scheduling or None)
             ),
         )
-    except (ConfigException, OSError) as error:
+    except (ConfigError, OSError) as error:
         log.error("cannot load the cluster configuration: %s", error)
         if metrics_server is not None:
             metrics_server.stop()
