@@ -27,8 +27,6 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import getproxies
 
-import yaml
-
 from mpi_operator.runtime.credentials import (
     Authorization,
     ConfigError,
@@ -180,6 +178,9 @@ def from_kubeconfig(
 
 
 def _read_kubeconfig(path: str) -> Mapping[str, Any]:
+    # Only here: in a pod, where the service account is read, nothing else needs YAML.
+    import yaml
+
     try:
         with open(path, encoding="utf-8") as file:
             document = yaml.safe_load(file)
