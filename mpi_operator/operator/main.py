@@ -109,6 +109,9 @@ class Operator:
     def run(self, stop: threading.Event) -> None:
         """Lead until ``stop``: caches built for the kinds the API server serves, built again
         whenever that changes (a gang scheduler's CRD installed or removed)."""
+        # Once leading, not at start: the full collection it begins with is CPU a standby
+        # and the Lease's acquisition need not wait for.
+        tune_garbage_collector()
         options, client = self.options, self.client
         if not gang_kinds_of(self.gang):
             self._run_caches(stop, ())
@@ -323,7 +326,6 @@ def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
     _stop_on_signals(stop)
     if not check_crd(client, options.namespace):
         return EXIT_NO_CRD
-    tune_garbage_collector()
     operator = Operator(client, options)
     elected = threading.Event()
     health = HealthServer(options.bind_address, options.health_port)

@@ -184,7 +184,9 @@ def _read_kubeconfig(path: str) -> Mapping[str, Any]:
     try:
         with open(path, encoding="utf-8") as file:
             document = yaml.safe_load(file)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+    except OSError as error:
+        raise ConfigError(f"kubeconfig {path}: {error.strerror or error}") from error
+    except (UnicodeDecodeError, yaml.YAMLError) as error:
         raise ConfigError(f"kubeconfig {path}: {error}") from error
     if document is None:
         document = {}
