@@ -4,7 +4,11 @@ take the same way stay with urllib3."""
 
 from __future__ import annotations
 
+import base64
+import json
 import ssl
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -279,3 +283,62 @@ def test_without_pycurl_every_request_goes_through_urllib3(monkeypatch: pytest.M
 )
 def test_only_targets_urllib3_sends_unchanged_go_through_libcurl(target: str, as_is: bool) -> None:
     assert sent_as_is(target) is as_is
+
+
+@pytest.mark.parametrize("transport", ["libcurl", "urllib3 alone"])
+def test_a_kubeconfigs_certificate_data_reaches_the_tls_server(
+    pki: Pki,
+    tls_server: tuple[FakeApiServer, int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    transport: str,
+) -> None:
+    server, port = tls_server
+    if transport != "libcurl":
+        monkeypatch.setattr(curl, "INSTALLED", False)
+
+    def data(path: Path) -> str:
+        return base64.b64encode(path.read_bytes()).decode()
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {
+                    "server": f"https://127.0.0.1:{port}",
+                    "certificate-authority-data": data(pki.server_ca)}}],
+                "users": [{"name": "u", "user": {
+                    "client-certificate-data": data(pki.client_cert),
+                    "client-key-data": data(pki.client_key)}}],
+                "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "ctx",
+            }
+        )
+    )  # fmt: skip
+    client = Client.from_kubeconfig(str(kubeconfig), qps=0)
+    assert (client._curl is not None) == (transport == "libcurl")
+    server.replies.append(Reply(body={"kind": "Pod"}))
+    try:
+        assert client.get(PODS, "p", "ns") == {"kind": "Pod"}
+    finally:
+        client.close()
+    assert [(seen.method, seen.path) for seen in server.seen] == [
+        ("GET", "/api/v1/namespaces/ns/pods/p")
+    ]
+
+
+def test_the_client_imports_and_sends_without_pycurl(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    server.replies.append(Reply(body={"kind": "Pod"}))
+    program = (
+        "import sys; sys.modules['pycurl'] = None  # as if the extra were not installed\n"
+        "from mpi_operator.runtime import curl\n"
+        "from mpi_operator.runtime.client import PODS, Client\n"
+        "from mpi_operator.runtime.kubeconfig import Configuration\n"
+        "assert not curl.INSTALLED\n"
+        f"print(Client(Configuration(host={client.host!r}), qps=0).get(PODS, 'p', 'ns'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "{'kind': 'Pod'}"), done.stderr
