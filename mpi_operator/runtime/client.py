@@ -57,7 +57,7 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
     "strategic": "application/strategic-merge-patch+json",
-    # Server-side apply; a JSON body is valid YAML, and the REST layer serializes it as JSON.
+    # Server-side apply; a JSON body is valid YAML, and the body is sent as JSON.
     "apply": "application/apply-patch+yaml",
 }
 
@@ -211,7 +211,7 @@ WatchEvent = tuple[str, Object]
 
 
 class _HTTPResponse(Protocol):
-    """The part of urllib3's response a watch uses (typed here: the REST layer is untyped)."""
+    """The part of urllib3's response the client reads (and a libcurl answer stands in for)."""
 
     status: int
     chunked: bool
@@ -503,7 +503,7 @@ def _urllib3_options(
 def _urllib3_timeout(
     timeout: float | tuple[float, float | None] | None,
 ) -> urllib3.Timeout | None:
-    """The REST layer's reading of ``_request_timeout``: one number is the whole request's."""
+    """urllib3's timeout: one number is the whole request's, a pair (connect, read)."""
     if not timeout:
         return None
     if isinstance(timeout, tuple):
