@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
@@ -394,3 +395,20 @@ def test_no_proxy_as_gos_httpproxy_reads_it(url: str, no_proxy: str, proxied: bo
     environ = {"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": no_proxy}
     expected = "http://proxy:3128" if proxied else None
     assert environment_proxy(url, environ) == expected
+
+
+def test_the_operator_stops_with_one_line_naming_the_entry(tmp_path: Path) -> None:
+    user = {"auth-provider": {"name": "oidc"}}
+    path = kubeconfig(tmp_path / "kubeconfig", {"server": "https://a"}, user)
+    done = subprocess.run(
+        [sys.executable, "-m", "mpi_operator", "--kubeconfig", str(path), "--health-port=0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    [line] = [json.loads(text) for text in done.stderr.splitlines() if "configuration" in text]
+    assert line["msg"].startswith(f"cannot load the cluster configuration: kubeconfig {path}: ")
+    assert "users[u].user.auth-provider: not supported" in line["msg"]
