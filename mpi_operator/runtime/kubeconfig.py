@@ -1,9 +1,9 @@
 """Where the API server is and how to talk to it: a kubeconfig, or the pod's service account.
 
 Read here rather than through the official ``kubernetes`` package, whose import alone took
-0.2 s and 36 MiB of the operator's start (docs/performance.md): what a client needs of either
-source is a URL, TLS files and an ``Authorization`` header (:mod:`.credentials`), which this
-module reads as client-go's ``clientcmd`` and ``rest.InClusterConfig`` read them. Data held in
+0.25 s of CPU and 35 MiB of the operator's start (docs/performance.md): what a client needs of
+either source is a URL, TLS files and an ``Authorization`` header (:mod:`.credentials`), which
+this module reads as client-go's ``clientcmd`` and ``rest.InClusterConfig`` read them. Data held in
 the kubeconfig itself (``certificate-authority-data``, ``client-*-data``, an exec plugin's
 certificate) is written to files of mode 0600 removed at exit, because urllib3 and libcurl take
 TLS material as files. The ``auth-provider`` section is refused, as upstream's binary refuses it
