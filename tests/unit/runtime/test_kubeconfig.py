@@ -401,7 +401,7 @@ def test_the_operator_stops_with_one_line_naming_the_entry(tmp_path: Path) -> No
     user = {"auth-provider": {"name": "oidc"}}
     path = kubeconfig(tmp_path / "kubeconfig", {"server": "https://a"}, user)
     done = subprocess.run(
-        [sys.executable, "-m", "mpi_operator", "--kubeconfig", str(path), "--health-port=0"],
+        [sys.executable, "-m", "mpi_operator", "--kubeconfig", str(path), "--log-format=json"],
         capture_output=True,
         text=True,
         timeout=60,
