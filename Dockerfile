@@ -26,15 +26,16 @@ COPY pyproject.toml README.md LICENSE ./
 COPY crds/ crds/
 COPY gang/ gang/
 COPY mpi_operator/ mpi_operator/
-# Binary wheels only, but for pycurl: it is compiled against Debian's libcurl, which shares
-# Python's OpenSSL (its binary wheel carries a second one). Any other dependency that would
+# Binary wheels only, but for pycurl (the extra `curl`, which the image always has): it is
+# compiled against Debian's libcurl, which shares Python's OpenSSL (its binary wheel carries a
+# second one). Any other dependency that would
 # need a compiler fails the build here. pip compiles the bytecode at install time, which the
 # read-only root filesystem needs (nothing can be written at run time).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev libcurl4-openssl-dev \
- && python -m pip wheel --only-binary=:all: --no-binary=pycurl --wheel-dir /wheels . \
+ && python -m pip wheel --only-binary=:all: --no-binary=pycurl --wheel-dir /wheels '.[curl]' \
  && python -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-index --find-links /wheels mpi-operator \
+ && /opt/venv/bin/pip install --no-index --find-links /wheels 'mpi-operator[curl]' \
  && /opt/venv/bin/pip uninstall --yes pip \
  && /opt/venv/bin/mpi-operator --version
 

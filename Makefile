@@ -13,7 +13,7 @@ all: test
 $(BIN)/mpi-operator: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-binary pycurl -e '.[dev]'
+	$(PY) -m pip install --quiet --no-binary pycurl -e '.[dev,curl]'
 	touch $@
 
 venv: $(BIN)/mpi-operator

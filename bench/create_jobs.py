@@ -181,7 +181,10 @@ def run(args: argparse.Namespace, kubeconfig: str) -> dict[str, Any]:
     source = args.operator_source or REPO
     with log_path.open("wb") as log:
         operator = subprocess.Popen(
-            operator_command(options), stdout=log, stderr=subprocess.STDOUT, cwd=source
+            operator_command(options, python=args.operator_python or sys.executable),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=source,
         )
     try:
         return measure(args, api, operator, metrics_port)
@@ -330,6 +333,13 @@ def main() -> int:
         "--operator-source",
         type=Path,
         help="run the operator from this source tree (e.g. an older commit) instead of this one",
+    )
+    parser.add_argument(
+        "--operator-python",
+        help=(
+            "run the operator under this interpreter, e.g. a virtualenv of `pip install .` "
+            "without the extra `curl`, where every request goes through urllib3"
+        ),
     )
     args = parser.parse_args()
     started_cluster = not args.kubeconfig

@@ -12,6 +12,7 @@ deployments that pass them must keep working, so commands only ever claim a bare
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import shutil
@@ -20,20 +21,16 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, BinaryIO, Final, NoReturn, TextIO
 
-import yaml
-
 import gang
 from mpi_operator import __version__
 from mpi_operator.api.cluster import STANDARD_OPERATOR_ACCOUNT
 from mpi_operator.api.errors import InvalidMPIJobError, one_line
-from mpi_operator.manifest import ManifestError, read_bounded, read_documents
 from mpi_operator.operator.options import (
     OptionsError,
     add_operator_flags,
     ignored_flags,
     options_from,
 )
-from mpi_operator.sdk.offline import iter_render
 
 PROG: Final = "mpi-operator"
 USAGE_ERROR: Final = 2
@@ -176,6 +173,10 @@ def _render_parser() -> _Parser:
 
 
 def _render(argv: list[str]) -> int:
+    # Imported here, as the operator's runtime is for the operator: neither start pays for
+    # what only the other uses.
+    from mpi_operator.sdk.offline import iter_render
+
     args = _render_parser().parse_args(argv)
     source = "<stdin>" if args.filename == "-" else args.filename
     try:
@@ -216,6 +217,8 @@ def _priority_classes(values: Sequence[str]) -> dict[str, int]:
 
 def _read(filename: str, source: str) -> str:
     """The manifest's text, read no further than its size limit."""
+    from mpi_operator.manifest import ManifestError, read_bounded
+
     try:
         if filename == "-":
             stdin: TextIO = sys.stdin
@@ -238,6 +241,8 @@ def _read(filename: str, source: str) -> str:
 
 
 def _only_document(text: str, source: str) -> Any:
+    from mpi_operator.manifest import ManifestError, read_documents
+
     try:
         documents = read_documents(text)
     except ManifestError as error:
@@ -301,27 +306,32 @@ def _deliver_kubectl(argv: list[str]) -> int:
 # -- output ----------------------------------------------------------------------------------
 
 
-class _ManifestDumper(yaml.SafeDumper):
-    """Objects as a person reads them: builder key order, multi-line text as blocks."""
+@functools.cache
+def _manifest_dumper() -> type[Any]:
+    """PyYAML's dumper for objects as a person reads them: builder key order, multi-line text
+    as blocks (built on first use: the operator never writes YAML)."""
+    import yaml
 
-    def ignore_aliases(self, data: Any) -> bool:
-        # Builders share sub-objects (owner references, labels); YAML anchors would leak that.
-        return True
+    class ManifestDumper(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            # Builders share sub-objects (owner references, labels); anchors would leak that.
+            return True
 
+    def represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in text else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
-def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in text else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
-
-
-_ManifestDumper.add_representer(str, _represent_text)
+    ManifestDumper.add_representer(str, represent_text)
+    return ManifestDumper
 
 
 def dump_objects(objects: Sequence[Mapping[str, Any]]) -> str:
     """A YAML stream, one ``---`` document per object, in the given order."""
+    import yaml
+
     return yaml.dump_all(
         [dict(obj) for obj in objects],
-        Dumper=_ManifestDumper,
+        Dumper=_manifest_dumper(),
         explicit_start=True,
         sort_keys=False,
         default_flow_style=False,

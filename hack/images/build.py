@@ -707,7 +707,9 @@ OPERATOR_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "crds", "gang", "m
 # broken dependency fails the build, not the first pod.
 IMPORT_CHECK = (
     "import sys; sys.path[:0] = [sys.argv[1]]; "
-    "import mpi_operator.operator; from mpi_operator.cli import main; main(['--version'])"
+    # The command imports the operator's runtime only when it runs the operator: import it here.
+    "import mpi_operator.operator.main, mpi_operator.sdk; "
+    "from mpi_operator.cli import main; main(['--version'])"
 )
 # Hash-checked-free bytecode: valid whatever the files' times, and written by a seeded Python
 # so that set constants come out in the same order every build.

@@ -6,9 +6,6 @@ import base64
 from dataclasses import dataclass
 from typing import Any, Final
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.defaults import DefaultedMPIJob
@@ -28,6 +25,11 @@ class SSHKeyPair:
 
 def generate_ssh_key_pair() -> SSHKeyPair:
     """A fresh ECDSA P-521 key pair, in the formats upstream's images expect."""
+    # Imported on the first new job's sync, not at start: a restart over existing jobs never
+    # makes a key, and the import is a tenth of the operator's start (docs/performance.md).
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     private_key = ec.generate_private_key(ec.SECP521R1())
     private_pem = private_key.private_bytes(
         encoding=serialization.Encoding.PEM,

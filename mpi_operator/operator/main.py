@@ -19,8 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Final
 
-from kubernetes.config.config_exception import ConfigException
-
 from gang import (
     GangKind,
     GangScheduler,
@@ -54,6 +52,7 @@ from mpi_operator.runtime.client import (
     is_not_found,
 )
 from mpi_operator.runtime.controller import Controller
+from mpi_operator.runtime.credentials import ConfigError
 from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.events import WRITERS as EVENT_WRITERS
 from mpi_operator.runtime.events import ClientEventSink, EventRecorder
@@ -110,6 +109,9 @@ class Operator:
     def run(self, stop: threading.Event) -> None:
         """Lead until ``stop``: caches built for the kinds the API server serves, built again
         whenever that changes (a gang scheduler's CRD installed or removed)."""
+        # Once leading, not at start: the full collection it begins with is CPU a standby
+        # and the Lease's acquisition need not wait for.
+        tune_garbage_collector()
         options, client = self.options, self.client
         if not gang_kinds_of(self.gang):
             self._run_caches(stop, ())
@@ -315,7 +317,7 @@ def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
                 select_gang_scheduler(options.gang_scheduling or None)
             ),
         )
-    except (ConfigException, OSError) as error:
+    except (ConfigError, OSError) as error:
         log.error("cannot load the cluster configuration: %s", error)
         if metrics_server is not None:
             metrics_server.stop()
@@ -324,7 +326,6 @@ def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
     _stop_on_signals(stop)
     if not check_crd(client, options.namespace):
         return EXIT_NO_CRD
-    tune_garbage_collector()
     operator = Operator(client, options)
     elected = threading.Event()
     health = HealthServer(options.bind_address, options.health_port)

@@ -9,7 +9,8 @@ builds on it. One module per concern:
 * :mod:`.workqueue` — the rate-limited, deduplicating work queue
 * :mod:`.objects` — reading metadata of raw objects; keys
 * :mod:`.store` — the indexed cache
-* :mod:`.client` — API calls as plain JSON through the official client's transport
+* :mod:`.kubeconfig`, :mod:`.credentials` — where the API server is and who we are to it
+* :mod:`.client` — API calls as plain JSON over urllib3 (:mod:`.curl`: libcurl, where installed)
 * :mod:`.reflector`, :mod:`.informer` — list + watch into a store, with event handlers
 * :mod:`.controller` — worker threads and reconcile result handling
 * :mod:`.leader` — Lease leader election

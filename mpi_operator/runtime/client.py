@@ -1,13 +1,12 @@
-"""A raw-JSON Kubernetes client on top of the official client's transport.
+"""A raw-JSON Kubernetes client over urllib3 (and libcurl, where it is installed).
 
-The official ``kubernetes`` package supplies everything that is hard to get right — kubeconfig
-and in-cluster loading, TLS, client certificates, exec credential plugins, token refresh — and
-we keep all of it by sending every request through its ``ApiClient`` (``param_serialize`` adds
-the auth header, and the request goes to the pool of its REST client's urllib3 pool manager, as
-its ``rest_client.request`` would send it: see :func:`_transport`). What we do not
-keep are its typed models: they drop fields they do not know and cost several times the memory
-of the JSON. Bodies in and out are plain dicts (what ``json.loads`` gives for the response bytes,
-decoded by :mod:`.jsonbody`).
+The connection settings come from :mod:`.kubeconfig` (a kubeconfig or the pod's service
+account), the ``Authorization`` header of each request from :mod:`.credentials` (tokens that
+rotate or expire are renewed there). Bodies in and out are plain dicts (what ``json.loads``
+gives for the response bytes, decoded by :mod:`.jsonbody`): typed models would drop fields they
+do not know and cost several times the memory of the JSON. Requests are sent as the official
+``kubernetes`` client sent them (the same URL encoding, headers and body bytes; a unit test
+holds the two side by side).
 
 On top of the transport this module adds what client-go would: client-side token buckets
 (``--kube-api-qps``/``--kube-api-burst``; one per API group that would be a clientset of its own
@@ -21,21 +20,21 @@ import builtins
 import contextlib
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, Self, TypedDict, TypeVar, Unpack, cast
+from urllib.parse import quote
 
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from prometheus_client import Counter
 from urllib3 import HTTPHeaderDict
 
 from mpi_operator.runtime import jsonbody
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
+from mpi_operator.runtime.credentials import ConfigError
 from mpi_operator.runtime.curl import Answer, CurlPool, sent_as_is
+from mpi_operator.runtime.kubeconfig import Configuration, load_configuration
 from mpi_operator.runtime.objects import Object, name_of, namespace_of
 from mpi_operator.runtime.ratelimit import TokenBucket
 
@@ -58,7 +57,7 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
     "strategic": "application/strategic-merge-patch+json",
-    # Server-side apply; a JSON body is valid YAML, and the REST layer serializes it as JSON.
+    # Server-side apply; a JSON body is valid YAML, and the body is sent as JSON.
     "apply": "application/apply-patch+yaml",
 }
 
@@ -212,7 +211,7 @@ WatchEvent = tuple[str, Object]
 
 
 class _HTTPResponse(Protocol):
-    """The part of urllib3's response a watch uses (typed here: the REST layer is untyped)."""
+    """The part of urllib3's response the client reads (and a libcurl answer stands in for)."""
 
     status: int
     chunked: bool
@@ -350,46 +349,6 @@ def _decode_event(line: bytes) -> WatchEvent:
 
 # -- construction ------------------------------------------------------------------------------
 
-_load_kube_config = cast(Callable[..., None], k8s_config.load_kube_config)
-_load_incluster_config = cast(Callable[..., None], k8s_config.load_incluster_config)
-
-
-def load_configuration(
-    kubeconfig: str | None = None,
-    *,
-    context: str | None = None,
-    master: str | None = None,
-    pool_maxsize: int = 32,
-) -> k8s_client.Configuration:
-    """Connection settings: ``kubeconfig`` if given, else ``$KUBECONFIG``, else in-cluster.
-
-    (Upstream lets a non-empty ``$KUBECONFIG`` override its ``-kubeConfig`` flag; a command line
-    that wants that passes the variable in. An explicit argument wins here so tests can point a
-    client at their own cluster whatever the environment says.)
-
-    ``master`` overrides the server URL. The pool must hold a connection for every watch plus
-    the workers' requests, far more than the official default of ``5 * cpu_count``.
-    """
-    configuration = k8s_client.Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG") or ""
-    if path:
-        _load_kube_config(
-            config_file=path,
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
-    else:
-        _load_incluster_config(client_configuration=configuration)
-    if master:
-        configuration.host = master.rstrip("/")
-    configuration.connection_pool_maxsize = pool_maxsize
-    # The proxy the environment names for this server, kept: with a token, the loaders' hook
-    # sets ``host`` again before every request, and the setter would read the environment's
-    # proxies anew each time (the largest part of a request's building, docs/performance.md).
-    configuration.proxy = configuration.proxy
-    return configuration
-
 
 class _Transport(Protocol):
     def __call__(
@@ -437,25 +396,45 @@ class _WholeAnswer:
         pass
 
 
-def _transport(api: k8s_client.ApiClient, in_flight: int) -> tuple[_Transport, CurlPool | None]:
-    """How requests reach the API server, with what the REST layer (``kubernetes.client.rest``)
-    would send: the body as ``json.dumps`` writes it, the same headers and timeout.
+def _pool_manager(configuration: Configuration) -> urllib3.PoolManager:
+    """urllib3's pools for the server, with the configuration's TLS settings and proxy."""
+    settings: dict[str, Any] = {
+        "cert_reqs": "CERT_REQUIRED" if configuration.verify_tls else "CERT_NONE",
+        "ca_certs": configuration.ca_file,
+        "cert_file": configuration.cert_file,
+        "key_file": configuration.key_file,
+        "maxsize": configuration.pool_maxsize,
+    }
+    if configuration.tls_server_name:
+        settings["server_hostname"] = configuration.tls_server_name
+    proxy = configuration.proxy
+    if not proxy:
+        return urllib3.PoolManager(**settings)
+    if proxy.split("://", 1)[0].lower() in ("socks4", "socks4a", "socks5", "socks5h"):
+        # Only then: urllib3's SOCKS support needs PySocks.
+        from urllib3.contrib.socks import SOCKSProxyManager
 
-    A request answered whole goes through libcurl (:mod:`.curl`) where the settings allow it:
-    urllib3's Python code cost most of a write's CPU (docs/performance.md). A stream (watches,
-    logs), or a request under settings libcurl would not take the same way, goes straight to the
-    server's urllib3 pool: the REST layer and the pool manager cost a third of a write's CPU
-    (matching the content type against patterns, parsing the URL, choosing the pool). A
-    redirect, which the API server does not send, is followed by the pool manager. Through a
-    proxy (the manager picks the pool and the URL's form), the REST layer sends."""
-    rest = api.rest_client
-    rest_request = cast(Callable[..., Any], rest.request)
-    manager = rest.pool_manager
-    host = str(api.configuration.host)
+        return SOCKSProxyManager(proxy, **settings)
+    return urllib3.ProxyManager(proxy, **settings)
+
+
+def _transport(
+    configuration: Configuration, manager: urllib3.PoolManager, in_flight: int
+) -> tuple[_Transport, CurlPool | None]:
+    """How requests reach the API server: the body as ``json.dumps`` writes it.
+
+    A request answered whole goes through libcurl (:mod:`.curl`) where it is installed and the
+    settings allow it: urllib3's Python code cost most of a write's CPU (docs/performance.md).
+    A stream (watches, logs), or a request under settings libcurl would not take the same way,
+    goes straight to the server's urllib3 pool: the pool manager costs a share of a write's CPU
+    (parsing the URL, choosing the pool). A redirect, which the API server does not send, is
+    followed by the pool manager. Through a proxy (the manager picks the pool and the URL's
+    form), the pool manager sends."""
+    host = configuration.host
     server = urllib3.util.parse_url(host)
     origin = f"{server.scheme}://{server.netloc}"
     direct = type(manager) is urllib3.PoolManager and host.startswith(origin)
-    curl = CurlPool.usable(api.configuration, direct=direct, in_flight=in_flight)
+    curl = CurlPool.usable(configuration, direct=direct, in_flight=in_flight)
 
     def transport(
         method: str,
@@ -465,14 +444,9 @@ def _transport(api: k8s_client.ApiClient, in_flight: int) -> tuple[_Transport, C
         timeout: float | tuple[float, float | None] | None,
         stream: bool,
     ) -> _HTTPResponse:
-        if not (direct and url.startswith(origin)):
-            # The REST layer always streams (preload_content=False); ``.response`` is the
-            # urllib3 response, read by the caller.
-            result = rest_request(
-                method, url, headers=HTTPHeaderDict(headers), body=body, _request_timeout=timeout
-            )
-            return cast(_HTTPResponse, result.response)
         data = None if body is None else json.dumps(body)
+        if not (direct and url.startswith(origin)):
+            return followed(method, url, data, headers, timeout)
         if (
             curl is not None
             and not stream
@@ -505,7 +479,8 @@ def _transport(api: k8s_client.ApiClient, in_flight: int) -> tuple[_Transport, C
         headers: Mapping[str, str],
         timeout: float | tuple[float, float | None] | None,
     ) -> _HTTPResponse:
-        """The request again through the pool manager, which follows the redirect."""
+        """The request through the pool manager, which picks the pool (or the proxy) and
+        follows a redirect."""
         options = _urllib3_options(data, headers, timeout)
         return cast(_HTTPResponse, manager.urlopen(method, url, **options))
 
@@ -528,7 +503,7 @@ def _urllib3_options(
 def _urllib3_timeout(
     timeout: float | tuple[float, float | None] | None,
 ) -> urllib3.Timeout | None:
-    """The REST layer's reading of ``_request_timeout``: one number is the whole request's."""
+    """urllib3's timeout: one number is the whole request's, a pair (connect, read)."""
     if not timeout:
         return None
     if isinstance(timeout, tuple):
@@ -564,7 +539,7 @@ class Client:
 
     def __init__(
         self,
-        configuration: k8s_client.Configuration,
+        configuration: Configuration,
         *,
         user_agent: str = "operator-runtime",
         qps: float = 5.0,
@@ -582,10 +557,9 @@ class Client:
         self._group_buckets = {
             group: TokenBucket(qps, burst, clock) for group in own_budget_groups if group
         }
-        self._api = k8s_client.ApiClient(configuration)
-        self._api.user_agent = user_agent
-        self._in_flight = max_requests_in_flight or int(configuration.connection_pool_maxsize or 1)
-        self._transport, self._curl = _transport(self._api, self._in_flight)
+        self._pools = _pool_manager(configuration)
+        self._in_flight = max_requests_in_flight or configuration.pool_maxsize
+        self._transport, self._curl = _transport(configuration, self._pools, self._in_flight)
 
     @classmethod
     def from_kubeconfig(
@@ -629,7 +603,7 @@ class Client:
     def close(self) -> None:
         if self._curl is not None:
             self._curl.close()
-        cast(Callable[[], None], self._api.close)()
+        self._pools.clear()
 
     @property
     def host(self) -> str:
@@ -929,24 +903,22 @@ class Client:
         headers: dict[str, str] = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
-        # The body is left out: param_serialize would walk (and copy) all of it to turn typed
-        # models into dicts, and ours is plain JSON already. The REST layer encodes it as is.
-        _, url, serialized_headers, _, _ = self._api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list(query or ()),
-            header_params=headers,
-            body=None,
-            auth_settings=["BearerToken"],
-        )
+        headers["User-Agent"] = self.user_agent
+        url = self.configuration.host + path
+        if query:
+            # Each value escaped as the official client escaped it (``/`` kept), which is what
+            # libcurl's path takes as is (:func:`.curl.sent_as_is`).
+            url += "?" + "&".join(f"{name}={quote(str(value))}" for name, value in query)
         try:
-            response = self._transport(method, url, serialized_headers, body, timeout, stream)
+            if self.configuration.authorization is not None:
+                headers["authorization"] = self.configuration.authorization.header()
+            response = self._transport(method, url, headers, body, timeout, stream)
         except (urllib3.exceptions.HTTPError, OSError) as error:
             API_REQUESTS.labels(verb, resource_label, NO_RESPONSE_CODE).inc()
             raise ApiError(0, type(error).__name__, str(error)) from error
-        except k8s_client.ApiException as error:  # TLS failures surface this way, status 0
+        except ConfigError as error:  # an exec plugin that failed to renew its credential
             API_REQUESTS.labels(verb, resource_label, NO_RESPONSE_CODE).inc()
-            raise ApiError(0, "TransportError", str(error)) from error
+            raise ApiError(0, "CredentialError", str(error)) from error
         API_REQUESTS.labels(verb, resource_label, str(response.status)).inc()
         if not 200 <= response.status < 300:
             try:

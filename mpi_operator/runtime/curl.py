@@ -1,4 +1,5 @@
-"""Requests answered whole (every verb but watches and logs) sent through libcurl.
+"""Requests answered whole (every verb but watches and logs) sent through libcurl, where pycurl
+is installed (the extra ``mpi-operator[curl]``; the image and ``make venv`` have it).
 
 A create through urllib3 and ``http.client`` cost 660 to 750 µs of the operator's CPU, most of
 it Python code building the request and parsing the answer's status line and headers
@@ -8,16 +9,18 @@ bytes, over HTTP/1.1 with keep-alive, verified against the same CA with the same
 certificate.
 
 Only settings libcurl is given exactly the same way take this path (:meth:`CurlPool.usable`): a
-proxy, a TLS server name or hostname of its own, socket options, CA data held in memory or the
-system's CA store stay with urllib3, and so does a target urllib3 would escape
-(:func:`sent_as_is`). So does what needs the answer as a stream (watches, ``pods/log``); a
-redirect, which the API server does not send, is left to urllib3's pool manager by the caller
-(:attr:`Answer.redirected`).
+proxy, a TLS server name of its own or the system's CA store stay with urllib3, and so does a
+target urllib3 would escape (:func:`sent_as_is`). So does what needs the answer as a stream
+(watches, ``pods/log``); a redirect, which the API server does not send, is left to urllib3's
+pool manager by the caller (:attr:`Answer.redirected`).
 
 A handle is not thread-safe, and each holds its own TLS state (about 200 KiB): a request takes
 an idle handle, with its open connection, or makes one, and gives it back. At most
 ``in_flight`` handles exist; a request beyond them waits for one to come back, which bounds the
 memory a burst of writes can take.
+
+Without pycurl, :meth:`CurlPool.usable` finds no pool and every request goes through urllib3,
+at the cost docs/performance.md measures; nothing else changes.
 """
 
 from __future__ import annotations
@@ -26,10 +29,18 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import pycurl
+try:
+    import pycurl
+except ImportError:
+    INSTALLED = False
+else:
+    INSTALLED = True
+
+if TYPE_CHECKING:
+    from mpi_operator.runtime.kubeconfig import Configuration
 
 # A request target urllib3 sends unchanged: only characters valid in a path or query (RFC 3986)
 # and percent-escapes in upper case. urllib3 escapes anything else (a name in Unicode, a space,
@@ -81,27 +92,22 @@ class CurlPool:
         self._closed = False
 
     @classmethod
-    def usable(cls, configuration: Any, *, direct: bool, in_flight: int) -> CurlPool | None:
-        """A pool for a kubernetes ``Configuration``, or None where urllib3 must send: through
-        a proxy (``direct`` is False), or with a TLS setting libcurl would not take the same
-        way."""
-        scheme = urlsplit(str(configuration.host)).scheme
-        if not direct or scheme not in ("http", "https"):
+    def usable(
+        cls, configuration: Configuration, *, direct: bool, in_flight: int
+    ) -> CurlPool | None:
+        """A pool for these settings, or None where urllib3 must send: pycurl is not
+        installed, the request goes through a proxy (``direct`` is False), or a TLS setting
+        is one libcurl would not take the same way."""
+        scheme = urlsplit(configuration.host).scheme
+        if not INSTALLED or not direct or scheme not in ("http", "https"):
             return None
-        if (
-            configuration.assert_hostname is not None
-            or configuration.tls_server_name
-            or configuration.socket_options is not None
-            or getattr(configuration, "keep_alive", False)
-            or configuration.ca_cert_data
-        ):
+        if configuration.tls_server_name:
             return None
-        verify = bool(configuration.verify_ssl)
-        if scheme == "https" and verify and not configuration.ssl_ca_cert:
+        if scheme == "https" and configuration.verify_tls and not configuration.ca_file:
             return None  # urllib3 trusts the system's store; libcurl's may be another
         return cls(
-            verify=verify,
-            ca_file=configuration.ssl_ca_cert,
+            verify=configuration.verify_tls,
+            ca_file=configuration.ca_file,
             cert_file=configuration.cert_file,
             key_file=configuration.key_file,
             in_flight=in_flight,

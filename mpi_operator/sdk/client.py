@@ -1,8 +1,8 @@
 """MPIJobs on a cluster: submit, read, wait for, follow, suspend and delete them.
 
-Requests go through the official ``kubernetes`` client's configuration and transport
-(kubeconfig, in-cluster service account, exec plugins, TLS) via ``runtime.client``; what comes
-back is parsed into the typed :class:`~mpi_operator.api.v2beta1.MPIJob`.
+Requests go through ``runtime.client`` with the operator's own configuration loading
+(kubeconfig, in-cluster service account, exec plugins, client certificates); what comes back is
+parsed into the typed :class:`~mpi_operator.api.v2beta1.MPIJob`.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client as k8s_client
 
 from mpi_operator.runtime.client import Client
+from mpi_operator.runtime.credentials import FixedAuthorization
+from mpi_operator.runtime.kubeconfig import Configuration
 from tests.unit.runtime.scripted_server import FakeApiServer, serving
 
 
@@ -15,8 +16,10 @@ from tests.unit.runtime.scripted_server import FakeApiServer, serving
 def api() -> Iterator[tuple[FakeApiServer, Client]]:
     state = FakeApiServer()
     with serving(state) as port:
-        configuration = k8s_client.Configuration(host=f"http://127.0.0.1:{port}")
-        configuration.api_key["BearerToken"] = "Bearer secret-token"
+        configuration = Configuration(
+            host=f"http://127.0.0.1:{port}",
+            authorization=FixedAuthorization("Bearer secret-token"),
+        )
         client = Client(configuration, user_agent="test-agent", qps=0)
         yield state, client
         client.close()

@@ -202,7 +202,12 @@ def test_pinned_wheels_satisfy_the_project_dependencies(spec: Any) -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     pins = {canonicalize_name(name): version for name, version in spec.operator.wheels.items()}
     assert len(pins) == len(spec.operator.wheels), "a package is pinned twice"
-    for line in pyproject["project"]["dependencies"]:
+    # The image installs the extra `curl` too (the Dockerfile's `mpi-operator[curl]`).
+    installed = [
+        *pyproject["project"]["dependencies"],
+        *pyproject["project"]["optional-dependencies"]["curl"],
+    ]
+    for line in installed:
         requirement = Requirement(line)
         name = canonicalize_name(requirement.name)
         assert name in pins, f"{requirement.name} is not pinned in spec.toml [operator.wheels]"

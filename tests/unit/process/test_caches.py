@@ -8,15 +8,12 @@ from gang import select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.operator.caches import build_caches, enqueue_gang_input_users, owning_mpijob_key
 from mpi_operator.runtime.client import Client
+from mpi_operator.runtime.kubeconfig import Configuration
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 
 def offline_client() -> Client:
-    from kubernetes import client as k8s
-
-    configuration = k8s.Configuration()
-    configuration.host = "https://127.0.0.1:1"
-    return Client(configuration)
+    return Client(Configuration(host="https://127.0.0.1:1"))
 
 
 def owned(kind: str, name: str, owner_kind: str, owner: str, **extra: Any) -> dict[str, Any]:

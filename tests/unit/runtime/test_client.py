@@ -1,4 +1,4 @@
-"""The raw-JSON client over the official client's transport, against a local stdlib HTTP
+"""The raw-JSON client, against a local stdlib HTTP
 server that plays a scripted API server (this checks our request building, error mapping,
 pagination and watch streaming; behaviour of a real kube-apiserver is for the e2e suite)."""
 
@@ -11,9 +11,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from kubernetes import client as k8s_client
-from kubernetes.client import configuration as k8s_configuration
 from prometheus_client import REGISTRY
 
+from mpi_operator.runtime import curl
 from mpi_operator.runtime.client import (
     JOBS,
     NAMESPACES,
@@ -28,10 +28,10 @@ from mpi_operator.runtime.client import (
     is_gone,
     is_not_found,
     is_unauthorized,
-    load_configuration,
 )
 from mpi_operator.runtime.clock import FakeClock
 from mpi_operator.runtime.informer import Informer
+from mpi_operator.runtime.kubeconfig import Configuration, load_configuration
 from mpi_operator.runtime.leader import LeaderElectionConfig, LeaderElector, LeaseClient
 from mpi_operator.runtime.reflector import strip_managed_fields
 from tests.unit.runtime.api_bodies import (
@@ -47,6 +47,23 @@ from tests.unit.runtime.api_bodies import (
 from tests.unit.runtime.scripted_server import FakeApiServer, Reply, page, status
 
 MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", True, "MPIJob")
+
+
+@pytest.fixture(autouse=True, params=["libcurl", "urllib3 alone"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with pycurl and as without the extra that installs it."""
+    if request.param != "libcurl":
+        monkeypatch.setattr(curl, "INSTALLED", False)
+    return str(request.param)
+
+
+def test_the_transport_is_the_one_asked_for(
+    api: tuple[FakeApiServer, Client], transport: str
+) -> None:
+    server, client = api
+    assert (client._curl is not None) == (transport == "libcurl")
+    server.replies.append(Reply(body={"kind": "Pod"}))
+    assert client.get(PODS, "p", "ns") == {"kind": "Pod"}
 
 
 def requests(verb: str, resource: str, code: str) -> float:
@@ -215,7 +232,10 @@ def test_bodies_and_headers_are_those_the_official_serialization_sends(
                               field_manager="m", force=True), job),
         (lambda: client.patch(MPIJOBS, "pi", {}, "ns"), {}),
     ]  # fmt: skip
-    official = k8s_client.ApiClient(client.configuration)
+    # The official client, kept as a development dependency to hold ours to what it sent.
+    settings = k8s_client.Configuration(host=client.host)
+    settings.api_key["BearerToken"] = "Bearer secret-token"
+    official = k8s_client.ApiClient(settings)
     official.user_agent = client.user_agent
     for call, body in calls:
         server.replies.append(Reply(body={}))
@@ -234,7 +254,7 @@ def test_bodies_and_headers_are_those_the_official_serialization_sends(
             assert seen.headers[name.lower()] == [value]
 
 
-def test_a_redirect_is_followed_as_the_rest_layer_followed_it(
+def test_a_redirect_is_followed_as_the_official_client_followed_it(
     api: tuple[FakeApiServer, Client],
 ) -> None:
     server, client = api
@@ -251,10 +271,10 @@ def test_a_redirect_is_followed_as_the_rest_layer_followed_it(
     assert server.seen[-1].body == {"metadata": {"name": "p", "namespace": "ns"}}
 
 
-def test_through_a_proxy_the_rest_layer_sends(api: tuple[FakeApiServer, Client]) -> None:
+def test_through_a_proxy_the_pool_manager_sends(api: tuple[FakeApiServer, Client]) -> None:
     server, client = api
-    proxied = k8s_client.Configuration(host="http://api.invalid:6443")
-    proxied.proxy = client.configuration.host  # the fake server stands in for the proxy
+    # The fake server stands in for the proxy.
+    proxied = Configuration(host="http://api.invalid:6443", proxy=client.configuration.host)
     through_proxy = Client(proxied, qps=0)
     server.replies.append(Reply(body={"kind": "Pod"}))
     try:
@@ -398,12 +418,14 @@ def test_a_refreshed_token_is_sent_with_the_next_request(
     server, client = api
     refreshes: list[int] = []
 
-    def refresh(configuration: k8s_client.Configuration) -> None:
-        # What the kubeconfig loader's hook does for exec plugins and expiring tokens.
-        refreshes.append(1)
-        configuration.api_key["BearerToken"] = f"Bearer token-{len(refreshes)}"
+    class Renewed:
+        """What a token file or an exec plugin does: a new header when the token changes."""
 
-    client.configuration.refresh_api_key_hook = refresh
+        def header(self) -> str:
+            refreshes.append(1)
+            return f"Bearer token-{len(refreshes)}"
+
+    client.configuration.authorization = Renewed()
     server.replies.extend([Reply(body={"kind": "Pod"}), Reply(body={"kind": "Pod"})])
     client.get(PODS, "p", "ns")
     client.create(PODS, {"metadata": {"name": "p"}}, "ns")
@@ -451,9 +473,7 @@ def test_errors_become_api_errors(
 
 
 def test_no_server_is_status_zero_and_counted() -> None:
-    configuration = k8s_client.Configuration(host="http://127.0.0.1:1")
-    configuration.retries = False
-    client = Client(configuration, qps=0)
+    client = Client(Configuration(host="http://127.0.0.1:1"), qps=0)
     before = requests("get", "pods", "<error>")
     with pytest.raises(ApiError) as caught:
         client.get(PODS, "p", "ns")
@@ -604,36 +624,35 @@ def test_kubeconfig_file_points_the_client_anywhere(
     assert server.seen[0].path == "/api/v1/namespaces/default"
 
 
-def test_the_environments_proxy_is_read_once_not_before_every_request(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+def test_the_environments_proxy_is_read_once_when_the_settings_are_made(
+    api: tuple[FakeApiServer, Client], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    server, client = api
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         json.dumps(
             {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "https://api.invalid:6443"}}],
+                "clusters": [{"name": "c", "cluster": {"server": "http://api.invalid:6443"}}],
                 "users": [{"name": "u", "user": {"token": "t"}}],
                 "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
                 "current-context": "ctx",
             }
         )
     )
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", client.host)  # the fake server stands in for the proxy
     configuration = load_configuration(str(kubeconfig))
-    assert configuration.proxy == "http://proxy.invalid:3128"
-    reads: list[int] = []
-    monkeypatch.setattr(k8s_configuration, "getproxies", lambda: reads.append(1) or {})
-    api = k8s_client.ApiClient(configuration)
-    for _ in range(3):
-        # What every request's headers are built by: the token loader's hook runs each time.
-        _, _, headers, _, _ = api.param_serialize(
-            method="GET", resource_path="/api", auth_settings=["BearerToken"]
-        )
-        assert headers["authorization"] == "Bearer t"
-    assert reads == []
-    assert configuration.proxy == "http://proxy.invalid:3128"
+    assert configuration.proxy == client.host
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:1")
+    proxied = Client(configuration, qps=0)
+    server.replies.append(Reply(body={"kind": "Pod"}))
+    try:
+        assert proxied.get(PODS, "p", "ns") == {"kind": "Pod"}
+    finally:
+        proxied.close()
+    assert server.seen[-1].headers["host"] == ["api.invalid:6443"]
+    assert server.seen[-1].headers["authorization"] == ["Bearer t"]
 
 
 def test_informer_over_http_lists_watches_and_stops_promptly(

@@ -4,8 +4,11 @@ take the same way stay with urllib3."""
 
 from __future__ import annotations
 
-import copy
+import base64
+import json
 import ssl
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s_client
 
 from hack.cluster.kueue import serving_certificate
+from mpi_operator.runtime import curl
 from mpi_operator.runtime.client import PODS, ApiError, Client
 from mpi_operator.runtime.curl import CurlPool, sent_as_is
+from mpi_operator.runtime.kubeconfig import Configuration
 from tests.unit.runtime.scripted_server import FakeApiServer, Reply, serving
 
 
@@ -61,22 +65,17 @@ def tls_server(pki: Pki) -> Iterator[tuple[FakeApiServer, int]]:
 
 
 def https_client(port: int, **settings: Any) -> Client:
-    configuration = k8s_client.Configuration(host=f"https://127.0.0.1:{port}")
-    for name, value in settings.items():
-        setattr(configuration, name, value)
-    return Client(configuration, qps=0)
+    return Client(Configuration(host=f"https://127.0.0.1:{port}", **settings), qps=0)
 
 
 def refuse_urllib3(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail the test if a request reaches the REST layer or urllib3's pools."""
+    """Fail the test if a request reaches urllib3's pools."""
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("urllib3 was used")
 
-    rest = client._api.rest_client
-    monkeypatch.setattr(rest, "request", refuse)
-    monkeypatch.setattr(rest.pool_manager, "connection_from_host", refuse)
-    monkeypatch.setattr(rest.pool_manager, "urlopen", refuse)
+    monkeypatch.setattr(client._pools, "connection_from_host", refuse)
+    monkeypatch.setattr(client._pools, "urlopen", refuse)
 
 
 def test_requests_answered_whole_go_through_libcurl_on_one_kept_connection(
@@ -93,12 +92,12 @@ def test_requests_answered_whole_go_through_libcurl_on_one_kept_connection(
     assert len({seen.client_port for seen in server.seen}) == 1
 
 
-def test_libcurl_sends_the_headers_urllib3_sent(api: tuple[FakeApiServer, Client]) -> None:
+def test_libcurl_sends_the_headers_urllib3_sent(
+    api: tuple[FakeApiServer, Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
     server, client = api
-    # Socket options are a setting libcurl is not given: that client sends through urllib3.
-    configuration = copy.copy(client.configuration)
-    configuration.socket_options = []
-    through_urllib3 = Client(configuration, user_agent=client.user_agent, qps=0)
+    monkeypatch.setattr(curl, "INSTALLED", False)  # as without the extra: urllib3 sends
+    through_urllib3 = Client(client.configuration, user_agent=client.user_agent, qps=0)
     assert client._curl is not None and through_urllib3._curl is None
     obj = {"metadata": {"name": "p", "namespace": "ns"}, "data": {"k": "v" * 2000}}
     try:
@@ -112,8 +111,7 @@ def test_libcurl_sends_the_headers_urllib3_sent(api: tuple[FakeApiServer, Client
             sender.get(PODS, "p", "ns")
     finally:
         through_urllib3.close()
-    curl, urllib3 = server.seen[:4], server.seen[4:]
-    for ours, theirs in zip(curl, urllib3, strict=True):
+    for ours, theirs in zip(server.seen[:4], server.seen[4:], strict=True):
         assert (ours.method, ours.path, ours.query, ours.raw) == (
             theirs.method, theirs.path, theirs.query, theirs.raw,
         )  # fmt: skip
@@ -144,7 +142,7 @@ def test_tls_with_the_kubeconfigs_ca_and_client_certificate(
     server, port = tls_server
     client = https_client(
         port,
-        ssl_ca_cert=str(pki.server_ca),
+        ca_file=str(pki.server_ca),
         cert_file=str(pki.client_cert),
         key_file=str(pki.client_key),
     )
@@ -165,9 +163,9 @@ def test_tls_with_the_kubeconfigs_ca_and_client_certificate(
 @pytest.mark.parametrize(
     "settings",
     [
-        pytest.param({"ssl_ca_cert": "client_ca", "cert_file": "client_cert",
+        pytest.param({"ca_file": "client_ca", "cert_file": "client_cert",
                       "key_file": "client_key"}, id="server not signed by the CA given"),
-        pytest.param({"ssl_ca_cert": "server_ca"}, id="no client certificate"),
+        pytest.param({"ca_file": "server_ca"}, id="no client certificate"),
     ],
 )  # fmt: skip
 def test_a_refused_tls_handshake_is_status_zero(
@@ -192,7 +190,7 @@ def test_without_verification_no_ca_is_needed(
 ) -> None:
     server, port = tls_server
     client = https_client(
-        port, verify_ssl=False, cert_file=str(pki.client_cert), key_file=str(pki.client_key)
+        port, verify_tls=False, cert_file=str(pki.client_cert), key_file=str(pki.client_key)
     )
     assert client._curl is not None
     server.replies.append(Reply(body={"kind": "Pod"}))
@@ -241,26 +239,19 @@ def test_a_request_past_its_timeout_is_status_zero_and_the_next_one_is_answered(
         impatient.close()
 
 
-def configuration(host: str = "https://127.0.0.1:6443", **settings: Any) -> Any:
-    result = k8s_client.Configuration(host=host)
-    result.ssl_ca_cert = "/ca.crt"
-    for name, value in settings.items():
-        setattr(result, name, value)
-    return result
+def configuration(host: str = "https://127.0.0.1:6443", **settings: Any) -> Configuration:
+    return Configuration(**{"host": host, "ca_file": "/ca.crt", **settings})
 
 
 @pytest.mark.parametrize(
     ("settings", "direct", "usable"),
     [
         ({}, True, True),
-        ({"host": "http://127.0.0.1:8080", "ssl_ca_cert": None}, True, True),
-        ({"verify_ssl": False, "ssl_ca_cert": None}, True, True),
+        ({"host": "http://127.0.0.1:8080", "ca_file": None}, True, True),
+        ({"verify_tls": False, "ca_file": None}, True, True),
         ({}, False, False),  # through a proxy
-        ({"ssl_ca_cert": None}, True, False),  # the system's CA store
-        ({"ca_cert_data": "-----BEGIN CERTIFICATE-----"}, True, False),
+        ({"ca_file": None}, True, False),  # the system's CA store
         ({"tls_server_name": "kubernetes"}, True, False),
-        ({"assert_hostname": False}, True, False),
-        ({"socket_options": []}, True, False),
         ({"host": "unix:///run/api.sock"}, True, False),
     ],
 )
@@ -269,6 +260,11 @@ def test_settings_libcurl_would_not_take_the_same_way_stay_with_urllib3(
 ) -> None:
     pool = CurlPool.usable(configuration(**settings), direct=direct, in_flight=4)
     assert (pool is not None) == usable
+
+
+def test_without_pycurl_every_request_goes_through_urllib3(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(curl, "INSTALLED", False)
+    assert CurlPool.usable(configuration(), direct=True, in_flight=4) is None
 
 
 @pytest.mark.parametrize(
@@ -287,3 +283,62 @@ def test_settings_libcurl_would_not_take_the_same_way_stay_with_urllib3(
 )
 def test_only_targets_urllib3_sends_unchanged_go_through_libcurl(target: str, as_is: bool) -> None:
     assert sent_as_is(target) is as_is
+
+
+@pytest.mark.parametrize("transport", ["libcurl", "urllib3 alone"])
+def test_a_kubeconfigs_certificate_data_reaches_the_tls_server(
+    pki: Pki,
+    tls_server: tuple[FakeApiServer, int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    transport: str,
+) -> None:
+    server, port = tls_server
+    if transport != "libcurl":
+        monkeypatch.setattr(curl, "INSTALLED", False)
+
+    def data(path: Path) -> str:
+        return base64.b64encode(path.read_bytes()).decode()
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {
+                    "server": f"https://127.0.0.1:{port}",
+                    "certificate-authority-data": data(pki.server_ca)}}],
+                "users": [{"name": "u", "user": {
+                    "client-certificate-data": data(pki.client_cert),
+                    "client-key-data": data(pki.client_key)}}],
+                "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "ctx",
+            }
+        )
+    )  # fmt: skip
+    client = Client.from_kubeconfig(str(kubeconfig), qps=0)
+    assert (client._curl is not None) == (transport == "libcurl")
+    server.replies.append(Reply(body={"kind": "Pod"}))
+    try:
+        assert client.get(PODS, "p", "ns") == {"kind": "Pod"}
+    finally:
+        client.close()
+    assert [(seen.method, seen.path) for seen in server.seen] == [
+        ("GET", "/api/v1/namespaces/ns/pods/p")
+    ]
+
+
+def test_the_client_imports_and_sends_without_pycurl(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    server.replies.append(Reply(body={"kind": "Pod"}))
+    program = (
+        "import sys; sys.modules['pycurl'] = None  # as if the extra were not installed\n"
+        "from mpi_operator.runtime import curl\n"
+        "from mpi_operator.runtime.client import PODS, Client\n"
+        "from mpi_operator.runtime.kubeconfig import Configuration\n"
+        "assert not curl.INSTALLED\n"
+        f"print(Client(Configuration(host={client.host!r}), qps=0).get(PODS, 'p', 'ns'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "{'kind': 'Pod'}"), done.stderr
