@@ -553,18 +553,26 @@ def _kubectl(kubeconfig: str, *args: str, timeout: float = 300) -> None:
     subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", *args], check=True, timeout=timeout)
 
 
-def _module_dir(module: str, version_key: str) -> Path:
-    """Directory of a pinned Go module (downloaded on demand by `go`)."""
-    if shutil.which("go") is None:
-        pytest.skip(f"E2E_PROVIDER=kind reads {module}'s release manifests with `go`")
+def go_module_dir(module: str) -> Path:
+    """Directory of ``module@version`` in the Go module cache, downloaded through the module
+    proxy when missing."""
     res = subprocess.run(
-        ["go", "mod", "download", "-json", f"{module}@{_pinned(version_key)}"],
+        ["go", "mod", "download", "-json", module],
         capture_output=True,
         text=True,
         timeout=600,
         check=True,
+        env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"},
+        cwd="/",
     )
     return Path(json.loads(res.stdout)["Dir"])
+
+
+def _module_dir(module: str, version_key: str) -> Path:
+    """Directory of a pinned Go module (downloaded on demand by `go`)."""
+    if shutil.which("go") is None:
+        pytest.skip(f"E2E_PROVIDER=kind reads {module}'s release manifests with `go`")
+    return go_module_dir(f"{module}@{_pinned(version_key)}")
 
 
 def _kind_volcano(kubeconfig: str) -> None:

@@ -20,7 +20,6 @@ Its own module: no other operator may run meanwhile, or it would act on the jobs
 from __future__ import annotations
 
 import base64
-import json
 import os
 import shutil
 import signal
@@ -38,7 +37,7 @@ from kubernetes import client as k8s
 import hack.cluster as localcluster
 from tests.tools import run_helm
 
-from .clusters import REPO, SIM, E2ECluster, wait_until
+from .clusters import REPO, SIM, E2ECluster, go_module_dir, wait_until
 from .installs import kubectl, run_kubectl
 from .operator import (
     GROUP,
@@ -102,17 +101,7 @@ def upstream_binary() -> Path:
 
 def module_file(module: str, path: Path) -> Path:
     """A file of a Go module (downloaded through the module proxy when not cached)."""
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
-    downloaded = subprocess.run(
-        ["go", "mod", "download", "-json", module],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd="/",
-        timeout=300,
-    )
-    return Path(json.loads(downloaded.stdout)["Dir"]) / path
+    return go_module_dir(module) / path
 
 
 def upstream_crd() -> Path:
