@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.rules import creating_api
 from mpi_operator.api.v2beta1 import APIModel, MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
 
 _Narrowed = TypeVar("_Narrowed", bound=APIModel)
@@ -67,9 +68,7 @@ def fill_in_defaults(job: MPIJob) -> DefaultedMPIJob:
     if replica_specs is not None:
         launcher = replica_specs.get(c.LAUNCHER)
         if launcher is not None:
-            # training-operator's default for the launcher is Never, like the workers'.
-            exec_launcher = spec.transport == c.TRANSPORT_KUBECTL_EXEC
-            restart = c.RESTART_POLICY_NEVER if exec_launcher else c.RESTART_POLICY_ON_FAILURE
+            restart = creating_api(job).launcher_restart_policy
             _default_replica(launcher, restart, replicas=1)
         worker = replica_specs.get(c.WORKER)
         if worker is not None:

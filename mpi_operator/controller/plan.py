@@ -35,6 +35,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import is_controlled_by, is_terminating, metadata_of
+from mpi_operator.api.rules import creating_api
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.controller.admission import Admission, admit
 from mpi_operator.controller.conditions import (
@@ -572,9 +573,8 @@ class _Sync:
         ):
             return
         conditions = self.status.setdefault("conditions", [])
-        if state.scheduled and not self.job.uses_ssh:
-            # kubeflow.org/v1 readers (Flyte) take the newest True condition for the job's
-            # phase and know no GangScheduled: a placed gang's condition goes, its event stays.
+        if state.scheduled and not creating_api(self.job).shows_gang_scheduled:
+            # A placed gang's condition goes, its event stays.
             if remove_condition(conditions, c.CONDITION_GANG_SCHEDULED):
                 self.plan.events.append(Event(NORMAL, state.reason, state.message))
             return
