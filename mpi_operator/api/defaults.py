@@ -32,7 +32,9 @@ class DefaultedMPIJob(MPIJob):
 
     @property
     def uses_ssh(self) -> bool:
-        """SSH, kubeflow/mpi-operator's transport; otherwise kubectl exec, training-operator's."""
+        """SSH, kubeflow/mpi-operator's transport; otherwise kubectl exec, training-operator's.
+        For the checks of ``validation`` and ``accounts`` that differ by transport, as the
+        CRD's rules do; everything else asks the job's ``desired.transports.Transport``."""
         return self.spec.transport != c.TRANSPORT_KUBECTL_EXEC
 
 
