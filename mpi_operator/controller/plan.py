@@ -253,7 +253,7 @@ class _Sync:
         if launcher is not None and not done:
             self._sync_launcher_suspension(launcher, workers)
         if self.suspended:
-            if not self._clean_up_workers() or not self._revoke_exec_access():
+            if not self._clean_up_workers() or not self._revoke_grants():
                 return self.plan
             workers = []
         launcher_pods = self.view.launcher_pods(launcher) if launcher is not None else []
@@ -288,7 +288,7 @@ class _Sync:
         self.plan.requeue_after = left
         if self.ctx.gang is not None:
             self._observe_gang(self.ctx.gang, placed_only=True)
-        if not self._stop_launcher() or not self._revoke_exec_access():
+        if not self._stop_launcher() or not self._revoke_grants():
             return self.plan
         if not self._expire_launcher():
             return self.plan
@@ -466,7 +466,7 @@ class _Sync:
                 updated = copy.deepcopy(current)
                 updated.update({key: desired[key] for key in fields})
                 self._write("update", resource, name, updated, batch=batch)
-        return bool(granted) or self._revoke_exec_access()
+        return bool(granted) or self._revoke_grants()
 
     def _revoke_stale_grant(self) -> bool:
         """Before any worker is written: when the launcher's Role names a pod that the caches
@@ -493,9 +493,10 @@ class _Sync:
         self.revoked_early.add((ROLE_BINDING.plural, name))
         return True
 
-    def _revoke_exec_access(self) -> bool:
-        """Take away the launcher's exec rights once the job no longer runs (finished or
-        suspended) or has no worker to exec into; a resumed job gets them again."""
+    def _revoke_grants(self) -> bool:
+        """Take away what the transport grants while the job runs (the launcher's exec rights)
+        once the job no longer runs (finished or suspended) or has no worker to reach; a
+        resumed job gets them again."""
         revocation = revocation_of(transport_of(self.job))
         if revocation is None:
             return True

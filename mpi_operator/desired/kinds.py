@@ -7,7 +7,7 @@ write. The gang's own kinds come from its strategy instead (``gang.gang_resource
 
 Every child is namespaced (its owner, the MPIJob, is in its namespace) and cached, filtered by
 the operator's label: a sync reads each object before it writes one, to know it is the job's
-own.
+own. ``Child`` names the steps that make them, which rendering and the sync both walk.
 """
 
 from __future__ import annotations

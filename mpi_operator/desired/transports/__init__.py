@@ -2,9 +2,8 @@
 them lives below this package; the rest of the operator knows the ``Transport`` protocol, its
 optional capability ``WithRevocation`` and ``transport_of``.
 
-A new transport is one module here and one entry in ``_TRANSPORTS`` (docs/architecture.md,
-"Adding a transport"). Which API's rules a job follows is another question
-(``api.rules``).
+A new transport is one module here and one entry in ``_TRANSPORTS`` (docs/transports.md,
+"Adding a transport"). Which API's rules a job follows is another question (``api.rules``).
 """
 
 from __future__ import annotations
@@ -90,8 +89,7 @@ class WithRevocation(Protocol):
 
 
 _TRANSPORTS: Final[dict[str, Transport]] = {
-    c.TRANSPORT_SSH: SSH(),
-    c.TRANSPORT_KUBECTL_EXEC: KubectlExec(),
+    transport.name: transport for transport in (SSH(), KubectlExec())
 }
 
 
