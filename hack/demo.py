@@ -1,7 +1,7 @@
 """The whole story on one machine: a local cluster, the CRD, the operator, pi computed for real.
 
-    python hack/demo.py [--scheduler default|volcano|scheduler-plugins|koordinator]
-                        [--name N] [--keep]
+    python hack/demo.py [--scheduler default|volcano|scheduler-plugins|koordinator|
+                                     scheduling.k8s.io/podgroup] [--name N] [--keep]
 
 Brings up a local cluster whose nodes are real (a kubelet and containerd each, the images
 imported; everything is built first if needed), installs the MPIJob CRD, starts the operator
@@ -9,6 +9,8 @@ as a local process with the cluster's kubeconfig, submits examples/pi/pi.yaml un
 prints each condition the job reaches until it Succeeds or Fails, then the launcher's last log
 lines: the value of pi. Then it stops the operator and the cluster it started (``--keep``
 leaves both running and prints how to reach them). Exits 0 only on Succeeded.
+``--scheduler scheduling.k8s.io/podgroup`` (or ``native``) runs the Kubernetes 1.37 profile,
+whose own kube-scheduler gang-schedules; no other scheduler is installed.
 """
 
 from __future__ import annotations
@@ -173,18 +175,19 @@ def _conditions(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--scheduler", choices=sorted(localcluster.RECIPES), default="default")
+    parser.add_argument("--scheduler", choices=localcluster.scheduler_choices(), default="default")
     parser.add_argument("--name", help="the local cluster's name (default demo-<scheduler>)")
     parser.add_argument("--keep", action="store_true", help="leave cluster and operator running")
     args = parser.parse_args(argv)
-    name = args.name or f"demo-{args.scheduler}"
+    scheduler = localcluster.recipe_named(args.scheduler).name
+    name = args.name or f"demo-{scheduler}"
     operator: subprocess.Popen[bytes] | None = None
     succeeded = False
     try:
-        kubeconfig = cluster_up(args.scheduler, name).kubeconfig
+        kubeconfig = cluster_up(scheduler, name).kubeconfig
         api = k8s_config.new_client_from_config(config_file=kubeconfig)
         log_dir = Path(os.environ.get("TMPDIR", "/tmp"))
-        operator = start_operator(kubeconfig, args.scheduler, log_dir / f"{name}-operator.log")
+        operator = start_operator(kubeconfig, scheduler, log_dir / f"{name}-operator.log")
         succeeded = submit_and_watch(api, operator)
     except (localcluster.ClusterError, localcluster.RealNodeError) as error:
         say(f"the local cluster did not come up: {error}")

@@ -8,6 +8,8 @@ command line (``up``, ``down``, ``status``, ``add-node``). The modules:
 * ``state``: where a cluster's state lives, what ``cluster.json`` records;
 * ``processes``: stopping exactly a cluster's processes, the ports they listen on;
 * ``binaries``: the pinned builds in the cache and their modules' sources;
+* ``profiles``: the Kubernetes versions a control plane can run, and what a newer one
+  switches on;
 * ``kube``: kubectl against a cluster, processes it owns, CRDs installed;
 * ``kwok``: kwokctl's configuration and the control plane it starts;
 * ``nodes``: fake nodes, and real ones started from what ``realnodes`` makes them of;
@@ -29,7 +31,7 @@ from hack.cluster.kwok import audit_log, audit_policy_digest, kwok_config
 from hack.cluster.lifecycle import add_node, down, status, up
 from hack.cluster.processes import free_port, listening_addresses
 from hack.cluster.realnodes import RealNodeError
-from hack.cluster.schedulers import RECIPES, SchedulerRecipe
+from hack.cluster.schedulers import RECIPES, SchedulerRecipe, recipe_named, scheduler_choices
 from hack.cluster.state import ClusterError, ClusterInfo, Proc, cluster_dir, proc_start_time
 
 __all__ = [
@@ -55,7 +57,9 @@ __all__ = [
     "listening_addresses",
     "not_established",
     "proc_start_time",
+    "recipe_named",
     "restart_component",
+    "scheduler_choices",
     "status",
     "up",
 ]

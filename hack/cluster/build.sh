@@ -15,9 +15,16 @@
 # a marker of their own, keyed by node.env, so adding them never invalidates
 # the control plane's binaries.
 #
+# With --kubernetes MINOR (say 1.37) it builds only the control plane of a second profile
+# instead: kube-apiserver, kube-controller-manager and kube-scheduler at K8S_<MINOR>_VERSION of
+# versions.env, from the wrapper module gomod/k8s-<MINOR>, into a key of their own (those pins,
+# that module and the build tags). A cluster of that profile takes the rest (etcd, kwok,
+# kubectl, the kubelet of real nodes) from the first profile's bin/.
+#
 # Usage: build.sh [--real-nodes]            build what is missing, print the bin directory
 #        build.sh --print [--real-nodes]    print the bin directory without building; with
 #                                           --real-nodes exit 3 if those binaries are missing
+#        build.sh [--print] --kubernetes MINOR
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,21 +33,49 @@ source "$HERE/versions.env"
 # shellcheck source=node.env
 source "$HERE/node.env"
 
+usage() {
+    echo "usage: build.sh [--print] [--real-nodes | --kubernetes MINOR]" >&2
+    exit 2
+}
+
 PRINT=0
 REAL_NODES=0
-for arg in "$@"; do
-    case "$arg" in
+PROFILE=""
+while [ $# -gt 0 ]; do
+    case "$1" in
     --print) PRINT=1 ;;
     --real-nodes) REAL_NODES=1 ;;
-    *)
-        echo "usage: build.sh [--print] [--real-nodes]" >&2
-        exit 2
+    --kubernetes)
+        [ $# -ge 2 ] || usage
+        PROFILE="$2"
+        shift
         ;;
+    *) usage ;;
     esac
+    shift
 done
+[ -z "$PROFILE" ] || [ "$REAL_NODES" = 0 ] || usage
 
 CACHE_ROOT="${MPI_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mpi-operator}"
-KEY="$(cat "$HERE/versions.env" "$HERE"/gomod/*/go.mod.in | sha256sum | cut -c1-16)"
+if [ -n "$PROFILE" ]; then
+    pin="K8S_${PROFILE//./_}"
+    version="${pin}_VERSION" staging="${pin}_STAGING_VERSION"
+    if [ -z "${!version:-}" ] || [ -z "${!staging:-}" ] ||
+        [ ! -f "$HERE/gomod/k8s-$PROFILE/go.mod.in" ]; then
+        echo "build.sh: no Kubernetes $PROFILE profile ($version and $staging in" \
+            "versions.env, gomod/k8s-$PROFILE/go.mod.in)" >&2
+        exit 2
+    fi
+    K8S_VERSION="${!version}"
+    K8S_STAGING_VERSION="${!staging}"
+    KEY="$(printf 'K8S_VERSION=%s\nK8S_STAGING_VERSION=%s\nGO_BUILD_TAGS=%s\n' \
+        "$K8S_VERSION" "$K8S_STAGING_VERSION" "$GO_BUILD_TAGS" |
+        cat - "$HERE/gomod/k8s-$PROFILE/go.mod.in" | sha256sum | cut -c1-16)"
+else
+    # The second profile's block ends versions.env and is not part of this key.
+    KEY="$(sed '/^# The second cluster profile/,$d' "$HERE/versions.env" |
+        cat - "$HERE/gomod/etcd/go.mod.in" "$HERE/gomod/k8s/go.mod.in" | sha256sum | cut -c1-16)"
+fi
 KEYDIR="$CACHE_ROOT/cluster/$KEY"
 BIN="$KEYDIR/bin"
 NODE_MARK="$BIN/.real-nodes-$(sha256sum <"$HERE/node.env" | cut -c1-16).complete"
@@ -203,9 +238,21 @@ build_coredns() {
     GOBIN="$OUT" go install -ldflags="-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
 }
 
+build_profile() {
+    render "k8s-$PROFILE"
+    (cd "$KEYDIR/src/k8s-$PROFILE" && go build -ldflags="$K8S_LDFLAGS" -o "$OUT/" \
+        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+        k8s.io/kubernetes/cmd/kube-scheduler)
+}
+
 TOTAL_START=$SECONDS
 log "cache $KEYDIR (GOCACHE $GOCACHE, GOMODCACHE $(go env GOMODCACHE))"
-if [ ! -f "$BIN/.complete" ]; then
+if [ -n "$PROFILE" ]; then
+    component "k8s-$PROFILE" kube-apiserver kube-controller-manager kube-scheduler -- build_profile
+    printf 'K8S_VERSION=%s\nK8S_STAGING_VERSION=%s\n' "$K8S_VERSION" "$K8S_STAGING_VERSION" \
+        >"$KEYDIR/versions.env"
+    touch "$BIN/.complete"
+elif [ ! -f "$BIN/.complete" ]; then
     # Smallest first, so a failure in a large build leaves the small ones cached.
     component etcd etcd -- build_etcd
     component kwok kwok kwokctl -- build_kwok

@@ -5,11 +5,13 @@ kube-scheduler) started by kwokctl's binary runtime from binaries that
 build.sh compiled from pinned Go modules, fake nodes and pods simulated by
 kwok, and optionally a gang scheduler: Volcano, or the scheduler-plugins
 Coscheduling scheduler or Koordinator's koord-scheduler running as a second
-scheduler. Everything listens on
+scheduler; or (`--scheduler native`) Kubernetes 1.37, whose own kube-scheduler
+gang-schedules scheduling.k8s.io PodGroups. Everything listens on
 127.0.0.1. CRDs and upstream default configs are read from the pinned modules
 in the Go module cache, never copied into the repository.
 
-    localcluster.py up [--scheduler default|volcano|scheduler-plugins|koordinator] [--name N]
+    localcluster.py up [--scheduler default|volcano|scheduler-plugins|koordinator|native]
+                       [--name N]
                        [--nodes 2] [--node-cpu 8] [--node-memory 32Gi] [--node-gpu 0]
                        [--real-nodes 0] [--images-dir DIR]
                        [--kueue [--kueue-pods-ready-timeout SECONDS]] [--audit-policy FILE]

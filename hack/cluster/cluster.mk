@@ -1,8 +1,8 @@
 # Local development cluster (see docs/local-cluster.md). Included by the
 # top-level Makefile, which defines PY (the project's virtualenv python).
 #
-#   make cluster-build
-#   make cluster-up SCHEDULER=default|volcano|scheduler-plugins|koordinator \
+#   make cluster-build [KUBERNETES=1.37]
+#   make cluster-up SCHEDULER=default|volcano|scheduler-plugins|koordinator|native \
 #        [NAME=mpi-volcano] [NODES=2] [NODE_CPU=8] [NODE_MEMORY=32Gi] [NODE_GPU=0] \
 #        [REAL_NODES=0] [KUEUE=1]
 #   make cluster-down [SCHEDULER=...|NAME=...]   (no argument: every local cluster)
@@ -14,6 +14,7 @@ CLUSTER_TOOL := hack/cluster/localcluster.py
 
 cluster-build:
 	bash hack/cluster/build.sh $(if $(filter-out 0,$(REAL_NODES)),--real-nodes)
+	$(if $(KUBERNETES),bash hack/cluster/build.sh --kubernetes $(KUBERNETES))
 
 cluster-up: venv
 	@$(PY) $(CLUSTER_TOOL) up --scheduler $(or $(SCHEDULER),default) \

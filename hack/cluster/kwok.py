@@ -14,6 +14,7 @@ import yaml
 
 from hack.cluster import realnodes
 from hack.cluster.kube import Cluster
+from hack.cluster.profiles import ControlPlane
 from hack.cluster.state import HERE, ClusterError, Proc, cluster_dir, log, record
 
 
@@ -35,12 +36,13 @@ def pki_dir(cluster: Cluster) -> Path:
 def kwok_config(
     bins: Path,
     mods: dict[str, Path],
-    vers: dict[str, str],
+    control_plane: ControlPlane,
     pki: Path,
     network: realnodes.Network | None,
     audit_policy: Path | None = None,
 ) -> str:
-    """kwokctl's configuration; ``network`` is the real nodes' pod network, if any."""
+    """kwokctl's configuration: etcd, kwok and kubectl from ``bins``, the rest from
+    ``control_plane``; ``network`` is the real nodes' pod network, if any."""
     real_nodes = network is not None
     kwok = mods["sigs.k8s.io/kwok"] / "kustomize" / "stage"
     ctl = {
@@ -49,10 +51,10 @@ def kwok_config(
         "options": {
             "runtime": "binary",
             "bindAddress": "127.0.0.1",
-            "kubeVersion": vers["K8S_VERSION"],
-            "kubeApiserverBinary": str(bins / "kube-apiserver"),
-            "kubeControllerManagerBinary": str(bins / "kube-controller-manager"),
-            "kubeSchedulerBinary": str(bins / "kube-scheduler"),
+            "kubeVersion": control_plane.version,
+            "kubeApiserverBinary": str(control_plane.bins / "kube-apiserver"),
+            "kubeControllerManagerBinary": str(control_plane.bins / "kube-controller-manager"),
+            "kubeSchedulerBinary": str(control_plane.bins / "kube-scheduler"),
             "kubectlBinary": str(bins / "kubectl"),
             "etcdBinary": str(bins / "etcd"),
             "kwokControllerBinary": str(bins / "kwok"),
@@ -61,6 +63,17 @@ def kwok_config(
             **({"kubeApiserverCertSANs": [network.gateway]} if network else {}),
             # The API server then writes what the policy asks for to audit_log(name).
             **({"kubeAuditPolicy": str(audit_policy)} if audit_policy else {}),
+            # kwokctl hands both to the API server, the controller manager and the scheduler.
+            **(
+                {"kubeFeatureGates": ",".join(control_plane.feature_gates)}
+                if control_plane.feature_gates
+                else {}
+            ),
+            **(
+                {"kubeRuntimeConfig": ",".join(control_plane.runtime_config)}
+                if control_plane.runtime_config
+                else {}
+            ),
         },
         "componentsPatches": [
             # A throwaway cluster does not need durable writes; fsync dominates

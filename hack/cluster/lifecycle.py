@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hack.cluster import realnodes
 from hack.cluster.admission import start_kueue
-from hack.cluster.binaries import bin_dir, kueue_dir, module_dirs, versions
+from hack.cluster.binaries import bin_dir, kueue_dir, module_dirs
 from hack.cluster.kube import Cluster, wait_for
 from hack.cluster.kwok import (
     audit_policy_digest,
@@ -44,6 +44,7 @@ from hack.cluster.nodes import (
     wait_nodes_ready,
 )
 from hack.cluster.processes import listening_addresses, stop_cluster_processes
+from hack.cluster.profiles import ControlPlane, control_plane
 from hack.cluster.schedulers import (
     RECIPES,
     SchedulerRecipe,
@@ -66,7 +67,7 @@ class Prepared:
 
     bins: Path
     mods: dict[str, Path]
-    vers: dict[str, str]
+    control_plane: ControlPlane
     tarballs: list[Path]
     scheduler_home: Path
     kueue_home: Path | None
@@ -90,7 +91,7 @@ def prepare(
     return Prepared(
         bins=bins,
         mods=module_dirs(bins),
-        vers=versions(bins),
+        control_plane=control_plane(recipe.kubernetes, bins, build),
         tarballs=tarballs,
         scheduler_home=scheduler_home,
         kueue_home=kueue_home,
@@ -182,7 +183,12 @@ def up(
     try:
         network = create_pod_network(cluster, real_nodes) if real_nodes else None
         config = kwok_config(
-            prepared.bins, prepared.mods, prepared.vers, pki_dir(cluster), network, audit_policy
+            prepared.bins,
+            prepared.mods,
+            prepared.control_plane,
+            pki_dir(cluster),
+            network,
+            audit_policy,
         )
         start_control_plane(cluster, config)
         if recipe.start is not None:

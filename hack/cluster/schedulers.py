@@ -147,18 +147,30 @@ class SchedulerRecipe:
     home: Callable[[Path, bool], Path] = cluster_binaries
     # How it starts once the control plane serves, from its home.
     start: Callable[[Cluster, Path], None] | None = None
+    # The Kubernetes profile of its clusters (profiles.PROFILES); None: the first one.
+    kubernetes: str | None = None
+    # The operator's ``--gang-scheduling`` when kube-scheduler itself schedules the gangs.
+    own_gang_scheduling: str = ""
 
     @property
     def gang_scheduling(self) -> str:
-        """The operator's ``--gang-scheduling`` for this cluster: empty for kube-scheduler
-        alone, which schedules no gangs."""
-        return self.scheduler_name if self.start is not None else ""
+        """The operator's ``--gang-scheduling`` for this cluster: a second scheduler's name,
+        or what kube-scheduler gang-schedules by; empty for kube-scheduler without gangs."""
+        return self.scheduler_name if self.start is not None else self.own_gang_scheduling
 
 
 RECIPES: dict[str, SchedulerRecipe] = {
     recipe.name: recipe
     for recipe in (
         SchedulerRecipe("default", "default-scheduler"),
+        # kube-scheduler alone, gang-scheduling the PodGroups of scheduling.k8s.io.
+        SchedulerRecipe(
+            "native",
+            "default-scheduler",
+            crd=None,
+            kubernetes="1.37",
+            own_gang_scheduling="scheduling.k8s.io/podgroup",
+        ),
         SchedulerRecipe(
             "volcano",
             "volcano",
@@ -182,3 +194,18 @@ RECIPES: dict[str, SchedulerRecipe] = {
         ),
     )
 }
+
+
+def recipe_named(value: str) -> SchedulerRecipe:
+    """The recipe ``value`` names: its own name, or the operator's ``--gang-scheduling`` that
+    only it runs (``scheduling.k8s.io/podgroup``: the native one)."""
+    for recipe in RECIPES.values():
+        if value in (recipe.name, recipe.own_gang_scheduling):
+            return recipe
+    raise ClusterError(f"unknown scheduler {value!r}; choose one of {tuple(scheduler_choices())}")
+
+
+def scheduler_choices() -> list[str]:
+    """What ``recipe_named`` takes."""
+    names = [recipe.name for recipe in RECIPES.values()]
+    return names + [r.own_gang_scheduling for r in RECIPES.values() if r.own_gang_scheduling]

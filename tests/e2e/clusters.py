@@ -59,6 +59,9 @@ SIM = "sim.mpi-operator.dev/"
 VOLCANO = pytest.param("volcano", id="volcano", marks=pytest.mark.volcano)
 COSCHEDULING = pytest.param("scheduler-plugins", id="coscheduling", marks=pytest.mark.coscheduling)
 KOORDINATOR = pytest.param("koordinator", id="koordinator", marks=pytest.mark.koordinator)
+# kube-scheduler gang-scheduling the PodGroups of Kubernetes' own API (the 1.37 profile).
+NATIVE = pytest.param("native", id="native", marks=pytest.mark.native)
+NATIVE_PODGROUP = ("scheduling.k8s.io", "v1beta1", "podgroups")
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # A namespace where the API server's PodSecurity admission refuses any pod beyond the
 # restricted standard.
@@ -361,6 +364,22 @@ class E2ECluster:
             raise
         return True
 
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether the API server serves ``plural`` of ``group/version``."""
+        try:
+            found = self.api.call_api(
+                f"/apis/{group}/{version}",
+                "GET",
+                response_type="object",
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("name") == plural for r in found.get("resources") or [])
+
 
 def _api_client(kubeconfig: str) -> k8s.ApiClient:
     api: k8s.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
@@ -458,6 +477,9 @@ class ClusterProvider:
         crd = localcluster.RECIPES[flavour].crd
         if crd and not cluster.has_crd(crd):
             pytest.skip(f"existing cluster has no {crd}: {flavour} is not installed")
+        if flavour == "native" and not cluster.serves(*NATIVE_PODGROUP):
+            group, version, plural = NATIVE_PODGROUP
+            pytest.skip(f"existing cluster does not serve {plural} of {group}/{version}")
         return cluster
 
     def _with_kueue(self, flavour: str) -> E2ECluster:

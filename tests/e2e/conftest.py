@@ -59,6 +59,13 @@ def coscheduling_cluster(local_cluster: Callable[[str], E2ECluster]) -> E2EClust
 
 
 @pytest.fixture
+def native_cluster(local_cluster: Callable[[str], E2ECluster]) -> E2ECluster:
+    """Kubernetes 1.37, whose kube-scheduler gang-schedules scheduling.k8s.io PodGroups; no
+    other scheduler runs."""
+    return local_cluster("native")
+
+
+@pytest.fixture
 def real_cluster(cluster_provider: ClusterProvider) -> E2ECluster:
     """The default-scheduler cluster whose nodes are real (kubelet, containerd), not kwok's."""
     return cluster_provider.get("default", real_nodes=True)

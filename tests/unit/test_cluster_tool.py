@@ -15,6 +15,7 @@ import yaml
 
 import hack.cluster as localcluster
 from hack.cluster import cli, lifecycle
+from hack.cluster.profiles import PROFILES, ControlPlane
 
 CRD = "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh"
 # What `kubectl wait --for=condition=Established` printed on a CRD without conditions yet.
@@ -67,7 +68,8 @@ def test_not_established_reads_lists_and_single_objects() -> None:
     assert localcluster.not_established(ready) == []
 
 
-def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path) -> None:
+def kwok_module(tmp_path: Path) -> dict[str, Path]:
+    """The module directories kwok_config reads kwok's stock stages from, with those stages."""
     stages = tmp_path / "kwok" / "kustomize" / "stage"
     for rel in (
         "node/fast/node-initialize.yaml",
@@ -76,22 +78,28 @@ def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path
     ):
         (stages / rel).parent.mkdir(parents=True, exist_ok=True)
         (stages / rel).write_text("kind: Stage\n")
+    return {"sigs.k8s.io/kwok": tmp_path / "kwok"}
+
+
+def first_profile_options(tmp_path: Path, audit_policy: Path | None) -> dict[str, Any]:
+    """kwokctl's options for a cluster of the first profile, without real nodes."""
+    text = localcluster.kwok_config(
+        tmp_path / "bin",
+        kwok_module(tmp_path),
+        ControlPlane(tmp_path / "bin", "v1.34.1"),
+        tmp_path / "pki",
+        None,
+        audit_policy,
+    )
+    options: dict[str, Any] = next(yaml.safe_load_all(text))["options"]
+    return options
+
+
+def test_an_audit_policy_is_handed_to_kwokctl_only_when_asked_for(tmp_path: Path) -> None:
     policy = tmp_path / "audit-policy.yaml"
 
-    def options(audit_policy: Path | None) -> dict[str, Any]:
-        text = localcluster.kwok_config(
-            tmp_path / "bin",
-            {"sigs.k8s.io/kwok": tmp_path / "kwok"},
-            {"K8S_VERSION": "v1.34.1"},
-            tmp_path / "pki",
-            None,
-            audit_policy,
-        )
-        options: dict[str, Any] = next(yaml.safe_load_all(text))["options"]
-        return options
-
-    assert options(policy)["kubeAuditPolicy"] == str(policy)
-    assert "kubeAuditPolicy" not in options(None)
+    assert first_profile_options(tmp_path, policy)["kubeAuditPolicy"] == str(policy)
+    assert "kubeAuditPolicy" not in first_profile_options(tmp_path, None)
 
 
 def test_up_hands_the_audit_policy_on_and_a_changed_policy_is_a_different_cluster(
@@ -136,7 +144,48 @@ def test_each_scheduler_recipe_names_what_its_pods_ask_for_and_what_the_operator
             "koord-scheduler",
             "reservations.scheduling.koordinator.sh",
         ),
+        "native": ("default-scheduler", "scheduling.k8s.io/podgroup", None),
     }
+    # Only the native one runs the second Kubernetes profile, and it starts no scheduler.
+    assert {n: r.kubernetes for n, r in localcluster.RECIPES.items() if r.kubernetes} == {
+        "native": "1.37"
+    }
+    assert localcluster.RECIPES["native"].start is None
+
+
+def test_a_scheduler_is_named_by_its_recipe_or_by_the_gang_scheduling_only_it_runs() -> None:
+    assert localcluster.recipe_named("scheduling.k8s.io/podgroup").name == "native"
+    assert localcluster.recipe_named("volcano").name == "volcano"
+    assert "scheduling.k8s.io/podgroup" in localcluster.scheduler_choices()
+    with pytest.raises(localcluster.ClusterError, match="unknown scheduler 'volcan'"):
+        localcluster.recipe_named("volcan")
+
+
+def test_the_second_profile_runs_its_own_control_plane_with_its_gates_and_api_versions(
+    tmp_path: Path,
+) -> None:
+    profile = PROFILES["1.37"]
+    plane = ControlPlane(
+        tmp_path / "k8s-1.37", "v1.37.2", profile.feature_gates, profile.runtime_config
+    )
+    text = localcluster.kwok_config(
+        tmp_path / "bin", kwok_module(tmp_path), plane, tmp_path / "pki", None
+    )
+    options = next(yaml.safe_load_all(text))["options"]
+    assert options["kubeVersion"] == "v1.37.2"
+    assert {k: v for k, v in options.items() if k.endswith("Binary")} == {
+        "kubeApiserverBinary": str(tmp_path / "k8s-1.37" / "kube-apiserver"),
+        "kubeControllerManagerBinary": str(tmp_path / "k8s-1.37" / "kube-controller-manager"),
+        "kubeSchedulerBinary": str(tmp_path / "k8s-1.37" / "kube-scheduler"),
+        "kubectlBinary": str(tmp_path / "bin" / "kubectl"),
+        "etcdBinary": str(tmp_path / "bin" / "etcd"),
+        "kwokControllerBinary": str(tmp_path / "bin" / "kwok"),
+    }
+    assert options["kubeFeatureGates"] == "GenericWorkload=true"
+    assert options["kubeRuntimeConfig"] == "scheduling.k8s.io/v1beta1=true"
+    assert not {"kubeFeatureGates", "kubeRuntimeConfig"} & set(
+        first_profile_options(tmp_path, None)
+    )
 
 
 def test_up_refuses_a_scheduler_without_a_recipe_before_building_anything(
