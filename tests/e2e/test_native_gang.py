@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.native]
 
 FLAVOUR = "native"
 POD_GROUP_API = "scheduling.k8s.io/v1beta1"
+API_MISSING = "podgroups.scheduling.k8s.io is not served by the API server: turn on"
 
 # test_gang's fixture and its flavour-neutral test, here on the 1.37 cluster with this
 # module's ``gang``.
@@ -171,3 +173,31 @@ def test_a_suspended_job_holds_no_pod_group_and_no_pods_until_resumed(
     harness.wait_for_condition(c, ns, "held", "Running", operator=operator)
     harness.finish_launcher(c, ns, "held")
     harness.wait_for_condition(c, ns, "held", "Succeeded", operator=operator)
+
+
+def test_on_a_cluster_without_the_api_gang_jobs_wait_saying_how_to_serve_it(
+    local_cluster: Callable[[str], E2ECluster],
+    namespace_factory: Callable[[E2ECluster], str],
+    tmp_path: Path,
+) -> None:
+    # The default profile is Kubernetes 1.34: scheduling.k8s.io serves no PodGroups there.
+    cluster = local_cluster("default")
+    namespace = namespace_factory(cluster)
+    operator = OperatorProcess(
+        cluster, tmp_path, gang_scheduling="scheduling.k8s.io/podgroup", name="no-podgroups"
+    ).start()
+    try:
+        assert operator.log_path.read_text().count(API_MISSING) == 1, operator.log_tail()
+        harness.create_mpijob(cluster, namespace, harness.sim_job("pi").obj())
+        job = harness.wait_for_condition(
+            cluster, namespace, "pi", CONDITION_GANG_SCHEDULED, "False", operator=operator
+        )
+        waiting = harness.condition(job, CONDITION_GANG_SCHEDULED)
+        assert waiting is not None and waiting["reason"] == "PodGroupAPIMissing", waiting
+        assert waiting["message"].startswith(API_MISSING), waiting
+        assert "GenericWorkload" in waiting["message"]
+        harness.settle(2)
+        assert harness.pods_of(cluster, namespace, "pi") == []
+        assert "reconcile failed" not in operator.log_path.read_text(), operator.log_tail()
+    finally:
+        assert operator.stop() == 0, operator.log_tail()
