@@ -34,13 +34,19 @@ class GangState:
 class GangResource:
     """Where a kind of the gang's own objects lives in the API: namespaced, one object per job,
     controlled by the MPIJob (a scheduler's PodGroup, say). ``shipped_by`` names who installs
-    its CRD, for the message shown while it is not served."""
+    its CRD, for the message shown while it is not served.
+
+    A kind of Kubernetes' own API has no CRD: ``enabled_by`` then says how a cluster serves it,
+    and ``fallback_versions`` the older versions the strategy also writes, asked for in order
+    when ``version`` is not served (``WithServedVersions``)."""
 
     group: str
     version: str
     kind: str
     plural: str
     shipped_by: str
+    fallback_versions: tuple[str, ...] = ()
+    enabled_by: str = ""
 
     @property
     def api_version(self) -> str:
@@ -138,6 +144,18 @@ class WithGangObjects(GangScheduler, Protocol):
 
 
 @runtime_checkable
+class WithServedVersions(WithGangObjects, Protocol):
+    """A scheduler whose gang objects exist in more than one API version (Kubernetes' own
+    PodGroup: v1alpha2 in 1.36, v1beta1 in 1.37): the operator asks which one the API server
+    serves and uses the strategy this gives for its caches, writes and verdicts."""
+
+    def served_in(self, versions: Mapping[str, str]) -> WithServedVersions:
+        """This strategy with each gang kind in the version served, by plural (a version from
+        the kind's ``version`` and ``fallback_versions``; kinds not named keep theirs)."""
+        ...
+
+
+@runtime_checkable
 class WithClusterInputs(WithGangObjects, Protocol):
     """A scheduler whose verdict also depends on cluster-scoped objects, which the gang's own
     objects do not reflect (a Volcano queue that does not exist, say)."""
@@ -187,6 +205,19 @@ def capacity_nudge_of(gang: GangScheduler | None) -> WithCapacityNudge | None:
     return gang if isinstance(gang, WithCapacityNudge) else None
 
 
+def served_versions_of(gang: GangScheduler | None) -> WithServedVersions | None:
+    return gang if isinstance(gang, WithServedVersions) else None
+
+
+def in_served_versions(
+    gang: GangScheduler | None, versions: Mapping[str, str]
+) -> GangScheduler | None:
+    """The strategy with its gang kinds in the versions served (``plural -> version``);
+    unchanged for a strategy whose kinds have one version."""
+    choice = served_versions_of(gang)
+    return choice.served_in(versions) if choice is not None and versions else gang
+
+
 def gang_resources_of(gang: GangScheduler | None) -> Sequence[GangResource]:
     """The kinds of the gang's own objects; none for a scheduler without any."""
     with_objects = gang_objects_of(gang)
@@ -202,8 +233,9 @@ def gang_kinds_of(gang: GangScheduler | None) -> tuple[GangKind, ...]:
 
 
 def crd_missing_reason(kind: GangKind) -> str:
-    """The GangScheduled reason while ``kind`` is not served: ``PodGroupCRDMissing``, say."""
-    return f"{kind.kind}CRDMissing"
+    """The GangScheduled reason while ``kind`` is not served: ``PodGroupCRDMissing``, say, or
+    ``PodGroupAPIMissing`` for a kind of Kubernetes' own API."""
+    return f"{kind.kind}APIMissing" if _enabled_by(kind) else f"{kind.kind}CRDMissing"
 
 
 def unserved_state(missing: Sequence[GangKind]) -> GangState:
@@ -211,14 +243,22 @@ def unserved_state(missing: Sequence[GangKind]) -> GangState:
     it waits, with nothing of it created, until they are."""
     names = " and ".join(kind.crd_name for kind in missing)
     subject, verb = ("it", "is") if len(missing) == 1 else ("they", "are")
-    shippers = " and ".join(dict.fromkeys(f"{kind.shipped_by}'s" for kind in missing))
+    built_in = [_enabled_by(kind) for kind in missing if _enabled_by(kind)]
+    shippers = " and ".join(
+        dict.fromkeys(f"{kind.shipped_by}'s" for kind in missing if not _enabled_by(kind))
+    )
+    remedies = [*dict.fromkeys(built_in), *([f"install {shippers} CRDs"] if shippers else [])]
     return GangState(
         False,
         crd_missing_reason(missing[0]),
-        f"{names} {verb} not served by the API server: install {shippers} CRDs. The gang's "
+        f"{names} {verb} not served by the API server: {'; '.join(remedies)}. The gang's "
         f"objects and pods are created once {subject} {verb} served.",
         warning=True,
     )
+
+
+def _enabled_by(kind: GangKind) -> str:
+    return kind.enabled_by if isinstance(kind, GangResource) else ""
 
 
 def _volcano(name: str) -> GangScheduler:
@@ -233,6 +273,12 @@ def _koordinator(name: str) -> GangScheduler:
     return KoordinatorScheduler()
 
 
+def _native(name: str) -> GangScheduler:
+    from gang.native import NativeScheduler
+
+    return NativeScheduler()
+
+
 def _coscheduling(name: str) -> GangScheduler:
     from gang.coscheduling import CoschedulingScheduler
 
@@ -242,10 +288,13 @@ def _coscheduling(name: str) -> GangScheduler:
 # Flag value -> strategy. Any other non-empty name means the coscheduling plugin running
 # under that scheduler name, exactly as kubeflow/mpi-operator's --gang-scheduling flag.
 # koord-scheduler reads neither those PodGroups nor their label (its PodGroups are of the older
-# scheduling.sigs.k8s.io group), so its name selects its own annotation-only gang.
+# scheduling.sigs.k8s.io group), so its name selects its own annotation-only gang. Kubernetes'
+# own gang is selected by a value with a slash, which the flag never takes as a scheduler name
+# (a DNS-1123 subdomain).
 _STRATEGIES: dict[str, Callable[[str], GangScheduler]] = {
     "volcano": _volcano,
     "koord-scheduler": _koordinator,
+    "scheduling.k8s.io/podgroup": _native,
 }
 _FALLBACK: Callable[[str], GangScheduler] = _coscheduling
 
@@ -267,3 +316,9 @@ def select_gang_scheduler(name: str | None) -> GangScheduler | None:
     if not name:
         return None
     return _STRATEGIES.get(name, _FALLBACK)(name)
+
+
+def scheduler_name_of(name: str) -> str:
+    """The pods' schedulerName under a --gang-scheduling value; empty when it is off."""
+    gang = select_gang_scheduler(name)
+    return gang.scheduler_name if gang is not None else ""

@@ -19,6 +19,8 @@ from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.v2beta1 import SchedulingPolicy
 from mpi_operator.quantity import Quantity
 
+_REPLICA_TYPE_OF_ROLE = {c.ROLE_LAUNCHER: c.LAUNCHER, c.ROLE_WORKER: c.WORKER}
+
 
 @dataclass(frozen=True)
 class GangRole:
@@ -46,6 +48,29 @@ def template_pod_spec(job: DefaultedMPIJob, replica_type: str) -> Mapping[str, A
 def template_priority_class(job: DefaultedMPIJob, replica_type: str) -> str:
     name = template_pod_spec(job, replica_type).get("priorityClassName")
     return name if isinstance(name, str) else ""
+
+
+def gang_priority_class(job: DefaultedMPIJob) -> str:
+    """The PriorityClass a PodGroup names: the policy's, else the launcher's, else the
+    workers'; existing or not."""
+    return (
+        scheduling_policy(job).priority_class
+        or template_priority_class(job, c.LAUNCHER)
+        or template_priority_class(job, c.WORKER)
+    )
+
+
+def replica_type_of(metadata: object) -> str | None:
+    """The replica type a pod or template belongs to, by the operator's role label."""
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    role = labels.get(c.LABEL_JOB_ROLE) if isinstance(labels, Mapping) else None
+    return _REPLICA_TYPE_OF_ROLE.get(role) if isinstance(role, str) else None
+
+
+def template_in_gang(template: Mapping[str, Any], job: DefaultedMPIJob) -> bool:
+    """Whether the scheduler places the pods of this template in the job's gang: not the
+    launcher created once the workers run, which is placed alone."""
+    return replica_type_of(template.get("metadata")) in (None, *gang_replica_types(job))
 
 
 def gang_replica_types(job: DefaultedMPIJob) -> tuple[str, ...]:

@@ -11,9 +11,15 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from gang import GangState, StoredGang
-from gang.members import gang_replica_types, gang_size, min_member, scheduling_policy
+from gang.members import (
+    gang_replica_types,
+    gang_size,
+    min_member,
+    replica_type_of,
+    scheduling_policy,
+    template_in_gang,
+)
 from gang.pod_template import assign_to_gang
-from mpi_operator.api import constants as c
 from mpi_operator.api.defaults import DefaultedMPIJob
 
 SCHEDULER_NAME: Final = "koord-scheduler"
@@ -29,8 +35,6 @@ WAITING_TIME_ANNOTATION: Final = f"{_PREFIX}/waiting-time"
 STRICT: Final = "Strict"
 UNSCHEDULABLE: Final = "Unschedulable"
 
-_REPLICA_TYPE_OF_ROLE: Final = {c.ROLE_LAUNCHER: c.LAUNCHER, c.ROLE_WORKER: c.WORKER}
-
 
 class KoordinatorScheduler:
     """Gangs placed by koord-scheduler, declared on the pods: nothing to create or watch."""
@@ -42,15 +46,14 @@ class KoordinatorScheduler:
     def decorate_pod_template(
         self, template: dict[str, Any], job: DefaultedMPIJob
     ) -> dict[str, Any]:
-        if _replica_type(template.get("metadata")) not in (None, *gang_replica_types(job)):
-            # The launcher created once the workers run is placed alone.
+        if not template_in_gang(template, job):
             return assign_to_gang(template, SCHEDULER_NAME)
         return assign_to_gang(template, SCHEDULER_NAME, annotations=gang_annotations(job))
 
     def gang_state(self, gang: StoredGang) -> GangState:
         roles = gang_replica_types(gang.job)
         members = sorted(
-            (pod for pod in gang.pods if _replica_type(pod.get("metadata")) in roles),
+            (pod for pod in gang.pods if replica_type_of(pod.get("metadata")) in roles),
             key=lambda pod: str(pod["metadata"].get("name", "")),
         )
         conditions = [_pod_scheduled(pod) for pod in members]
@@ -87,13 +90,6 @@ def gang_annotations(job: DefaultedMPIJob) -> dict[str, str]:
         # A Go duration; without it (or at 0) the scheduler's own default applies.
         annotations[WAITING_TIME_ANNOTATION] = f"{timeout}s"
     return annotations
-
-
-def _replica_type(metadata: object) -> str | None:
-    """The replica type a pod or template belongs to, by the operator's role label."""
-    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-    role = labels.get(c.LABEL_JOB_ROLE) if isinstance(labels, Mapping) else None
-    return _REPLICA_TYPE_OF_ROLE.get(role) if isinstance(role, str) else None
 
 
 def _pod_scheduled(pod: Mapping[str, Any]) -> Mapping[str, Any]:

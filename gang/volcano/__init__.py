@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from gang import ClusterResource, GangState, Lookup, StoredGang
-from gang.members import min_resources, scheduling_policy, template_priority_class
+from gang.members import gang_priority_class, min_resources, scheduling_policy
 from gang.pod_group import (
     PodGroupScheduler,
     optional_resource_list,
@@ -15,7 +15,6 @@ from gang.pod_group import (
     scalar,
 )
 from gang.pod_template import assign_to_gang
-from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.quantity import format_resources
@@ -59,7 +58,7 @@ class VolcanoScheduler(PodGroupScheduler):
         queue = _queue(job)
         if queue:
             spec["queue"] = queue
-        priority_class = _priority_class_name(job)
+        priority_class = gang_priority_class(job)
         if priority_class:
             spec["priorityClassName"] = priority_class
         resources = min_resources(job, facts)
@@ -155,15 +154,6 @@ def _pod_group_queue(pod_group: Mapping[str, Any]) -> str:
 
 def _queue(job: DefaultedMPIJob) -> str:
     return scheduling_policy(job).queue or job.annotations.get(QUEUE_NAME_ANNOTATION) or ""
-
-
-def _priority_class_name(job: DefaultedMPIJob) -> str:
-    """The policy's class, else the launcher's, else the workers'; existing or not."""
-    return (
-        scheduling_policy(job).priority_class
-        or template_priority_class(job, c.LAUNCHER)
-        or template_priority_class(job, c.WORKER)
-    )
 
 
 def _true_condition(status: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:

@@ -38,11 +38,12 @@ class ClusterFacts:
         return self.priority_classes.get(class_name, self.default_priority)
 
 
-def rendering_flag_problems(gang_scheduling: str, cluster_domain: str) -> Iterator[str]:
-    """Flags whose values land in every pod: a scheduler name and a DNS search domain."""
-    if gang_scheduling:
-        for problem in dns.dns1123_subdomain(gang_scheduling):
-            yield f"--gang-scheduling {gang_scheduling!r}: a scheduler name {problem}"
+def rendering_flag_problems(scheduler_name: str, cluster_domain: str) -> Iterator[str]:
+    """Flags whose values land in every pod: the scheduler name --gang-scheduling gives them
+    (``gang.scheduler_name_of``) and a DNS search domain."""
+    if scheduler_name:
+        for problem in dns.dns1123_subdomain(scheduler_name):
+            yield f"--gang-scheduling {scheduler_name!r}: a scheduler name {problem}"
     if cluster_domain:
         for problem in dns.dns1123_subdomain(cluster_domain):
             yield f"--cluster-domain {cluster_domain!r}: a DNS domain {problem}"

@@ -43,7 +43,7 @@ from mpi_operator.operator.capacity import Change, NudgeSchedule, gangs_to_nudge
 from mpi_operator.operator.logs import configure_logging
 from mpi_operator.operator.options import DEFAULT_LEASE_NAME, Options
 from mpi_operator.operator.reconciler import RECONCILER_NAME, MPIJobReconciler, SyncError
-from mpi_operator.operator.served import describe_unserved, unserved_kinds, watch_served
+from mpi_operator.operator.served import ask_served, describe_unserved, watch_served
 from mpi_operator.operator.writer import ApiWriter
 from mpi_operator.runtime.client import (
     ApiError,
@@ -114,30 +114,32 @@ class Operator:
         tune_garbage_collector()
         options, client = self.options, self.client
         if not gang_kinds_of(self.gang):
-            self._run_caches(stop, ())
+            self._run_caches(stop, self.gang, ())
             return
         while not stop.is_set():
-            unserved = unserved_kinds(client, options.namespace, self.gang)
-            if unserved:
-                log.warning("%s", describe_unserved(unserved))
+            served = ask_served(client, options.namespace, self.gang)
+            if served.unserved:
+                log.warning("%s", describe_unserved(served.unserved))
             session = threading.Event()
             watcher = threading.Thread(
                 target=watch_served,
-                args=(client, options.namespace, self.gang, unserved, stop, session),
+                args=(client, options.namespace, self.gang, served, stop, session),
                 name="served-kinds",
                 daemon=True,
             )
             watcher.start()
             try:
-                self._run_caches(session, unserved)
+                self._run_caches(session, served.gang, served.unserved)
             finally:
                 session.set()
 
-    def _run_caches(self, stop: threading.Event, unserved: tuple[GangKind, ...]) -> None:
-        """Caches, queue and workers until ``stop``; the gang's kinds cached only when none
-        of them is ``unserved``."""
+    def _run_caches(
+        self, stop: threading.Event, gang: GangScheduler | None, unserved: tuple[GangKind, ...]
+    ) -> None:
+        """Caches, queue and workers until ``stop``, for ``gang`` (the strategy in the
+        versions served); the gang's kinds cached only when none of them is ``unserved``."""
         options, client = self.options, self.client
-        caches = build_caches(client, options.namespace, self.gang, gang_kinds_served=not unserved)
+        caches = build_caches(client, options.namespace, gang, gang_kinds_served=not unserved)
         self.caches = caches
         queue = RateLimitingQueue(
             RECONCILER_NAME,
@@ -162,20 +164,20 @@ class Operator:
 
         # A gang input (a queue opening, say) concerns only the jobs whose gang objects the
         # strategy reads it for; schedulers rewrite them often (Volcano: queue status).
-        inputs = cluster_inputs_of(self.gang)
+        inputs = cluster_inputs_of(gang)
         for plural, informer in caches.gang_inputs.items():
             assert inputs is not None, "gang inputs are cached only for a strategy that reads them"
             to_users = enqueue_gang_input_users(caches, inputs, plural, queue.add)
             informer.add_event_handler(to_users, to_users, to_users)
-        nudges = self._nudge_on_capacity(caches, queue)
+        nudges = self._nudge_on_capacity(caches, gang, queue)
         recorder = EventRecorder(ClientEventSink(client), EVENT_COMPONENT)
         # Writes of one sync that do not depend on each other (worker pods) go out together.
         pool = ThreadPoolExecutor(write_threads(options.threadiness), "writes")
         reconciler = MPIJobReconciler(
             caches,
-            ApiWriter(client, resources_for(self.gang)),
+            ApiWriter(client, resources_for(gang)),
             recorder,
-            self.gang,
+            gang,
             options.static_facts(),
             pool=pool,
             nudges=nudges,
@@ -208,10 +210,11 @@ class Operator:
             recorder.flush(5.0)
             recorder.stop()
 
-    def _nudge_on_capacity(self, caches: Caches, queue: RateLimitingQueue) -> NudgeSchedule | None:
+    def _nudge_on_capacity(
+        self, caches: Caches, gang: GangScheduler | None, queue: RateLimitingQueue
+    ) -> NudgeSchedule | None:
         """When the strategy's scheduler needs it: a change that may free capacity marks the
         jobs of waiting gangs, whose syncs then nudge them (at most once per job per interval)."""
-        gang = self.gang
         if gang is None or not caches.capacity:
             return None
         nudges = NudgeSchedule(lambda key, delay: queue.add_when_quiet(key, delay, delay))

@@ -280,7 +280,9 @@ def _problems(options: Options) -> Iterator[str]:
         yield "--controller-queue-burst: must be at least 1"
     if options.leader_elect and not options.lock_namespace:
         yield "--lock-namespace: must not be empty while --leader-elect is true"
-    yield from rendering_flag_problems(options.gang_scheduling, options.cluster_domain)
+    yield from rendering_flag_problems(
+        gang.scheduler_name_of(options.gang_scheduling), options.cluster_domain
+    )
     image = options.mpi_kubectl_delivery_image
     if not image or any(ch.isspace() for ch in image):
         yield f"--mpi-kubectl-delivery-image {image!r}: must be an image reference"

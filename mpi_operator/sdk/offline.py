@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, Protocol
 
-from gang import select_gang_scheduler
+from gang import scheduler_name_of, select_gang_scheduler
 from mpi_operator.api.accounts import operator_account_errors
 from mpi_operator.api.cluster import (
     STANDARD_OPERATOR_ACCOUNT,
@@ -123,7 +123,7 @@ def _facts(
 ) -> ClusterFacts:
     """The options as the cluster's facts; raises ``ValueError`` naming every bad one."""
     problems = [
-        *rendering_flag_problems(gang_scheduling or "", cluster_domain),
+        *rendering_flag_problems(scheduler_name_of(gang_scheduling or ""), cluster_domain),
         *operator_account_problems(operator_account),
     ]
     if problems:

@@ -301,6 +301,7 @@ CONDITION_GANG_SCHEDULED = "GangScheduled"
 POD_GROUP_APIS = {
     "volcano": ("scheduling.volcano.sh", "v1beta1"),
     "scheduler-plugins": ("scheduling.x-k8s.io", "v1alpha1"),
+    "native": ("scheduling.k8s.io", "v1beta1"),
 }
 
 

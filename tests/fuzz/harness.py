@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from gang import select_gang_scheduler
+from gang import scheduler_name_of, select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts, rendering_flag_problems
 from mpi_operator.cli import main
 from mpi_operator.controller.admission import AdmissionCache
@@ -193,7 +193,9 @@ def _cached_plan(document: dict[str, Any], context: SyncContext) -> Plan:
 
 def _operator_would_start(example: Example) -> bool:
     """The operator refuses to start with the flags render refuses; same check."""
-    return not list(rendering_flag_problems(example.gang_scheduling, example.cluster_domain))
+    return not list(
+        rendering_flag_problems(scheduler_name_of(example.gang_scheduling), example.cluster_domain)
+    )
 
 
 def _json_document(text: str) -> dict[str, Any] | None:

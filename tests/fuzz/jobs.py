@@ -538,7 +538,15 @@ def examples(draw: st.DrawFn) -> Example:
         text = draw(st.sampled_from(TEXT_ATTACKS))(text)
     gang = draw(
         st.sampled_from(
-            ["", "", "volcano", "scheduler-plugins-scheduler", "koord-scheduler", "Bad Name"]
+            [
+                "",
+                "",
+                "volcano",
+                "scheduler-plugins-scheduler",
+                "koord-scheduler",
+                "scheduling.k8s.io/podgroup",
+                "Bad Name",
+            ]
         )
     )
     domain = draw(st.sampled_from(["", "", "", "cluster.example", "corp", "bad..domain"]))

@@ -315,7 +315,21 @@ def _pod_spec_problems(where: str, spec: Mapping[str, Any], kind: str) -> Iterat
     yield from _resource_list_problems(f"{where}.overhead", spec.get("overhead"))
     if spec.get("overhead") and not spec.get("runtimeClassName"):
         yield f"{where}.overhead without a RuntimeClass (RuntimeClass admission)"
+    # spec.schedulingGroup came with Kubernetes 1.36, after the pinned schema: checked as
+    # the 1.37 API server does, then left out of the schema's check.
+    group = spec.get("schedulingGroup")
+    if group is not None:
+        yield from _scheduling_group_problems(f"{where}.schedulingGroup", group)
+        spec = {key: value for key, value in spec.items() if key != "schedulingGroup"}
     yield from pod_spec_problems(where, spec)
+
+
+def _scheduling_group_problems(where: str, group: Any) -> Iterator[str]:
+    name = group.get("podGroupName") if isinstance(group, dict) else None
+    if not isinstance(group, dict) or set(group) != {"podGroupName"}:
+        yield f"{where}: not exactly podGroupName"
+    elif _name_problem(name, SUBDOMAIN, 253):
+        yield f"{where}.podGroupName {name!r}: not a DNS subdomain"
 
 
 def _container_problems(
@@ -452,7 +466,27 @@ def _config_map_problems(data: Mapping[str, Any]) -> Iterator[str]:
 
 
 def _pod_group_problems(spec: Mapping[str, Any]) -> Iterator[str]:
+    if "schedulingPolicy" in spec:
+        yield from _native_pod_group_problems(spec)
+        return
     for field in ("minMember", "scheduleTimeoutSeconds"):
         if field in spec and _int_problem(spec[field], *INT32):
             yield f"spec.{field} {spec[field]!r}: not a non-negative int32"
     yield from _resource_list_problems("spec.minResources", spec.get("minResources"))
+
+
+def _native_pod_group_problems(spec: Mapping[str, Any]) -> Iterator[str]:
+    """A scheduling.k8s.io PodGroup, as Kubernetes 1.37 validates one."""
+    policy = spec["schedulingPolicy"]
+    if policy == {"basic": {}}:
+        pass
+    elif not isinstance(policy, dict) or set(policy) != {"gang"}:
+        yield "spec.schedulingPolicy: not exactly one of basic and gang"
+    elif _int_problem((policy["gang"] or {}).get("minCount"), 1, INT32[1]):
+        yield f"spec.schedulingPolicy.gang.minCount {policy['gang']!r}: not a positive int32"
+    name = spec.get("priorityClassName")
+    if name is not None and _name_problem(name, SUBDOMAIN, 253):
+        yield f"spec.priorityClassName {name!r}: not a DNS subdomain"
+    unknown = set(spec) - {"schedulingPolicy", "priorityClassName"}
+    if unknown:
+        yield f"spec: unknown fields {sorted(unknown)}"

@@ -26,6 +26,12 @@ PLAN_TESTS: tuple[tuple[Callable[..., None], dict[str, Any]], ...] = (
     (test_plan.test_all_resources_are_created_in_order, {"implementation": "OpenMPI"}),
     (test_plan.test_pod_group_is_created_before_any_worker, {"gang": "volcano"}),
     (test_plan.test_pod_group_is_created_before_any_worker, {"gang": _COSCHEDULING}),
+    (test_plan.test_pod_group_is_created_before_any_worker, {"gang": test_plan.NATIVE}),
+    (
+        test_plan.test_suspending_deletes_the_pod_group_and_resuming_creates_it_again,
+        {"gang": test_plan.NATIVE},
+    ),
+    (test_plan.test_a_native_gang_change_updates_its_min_count_in_place, {}),
     (test_plan.test_a_service_selecting_other_pods_is_given_the_jobs_selector_back, {}),
     (test_plan.test_a_secret_without_the_key_pair_gets_a_new_one, {}),
     (test_plan.test_a_job_from_submission_to_running_costs_two_syncs_of_writes, {}),

@@ -89,7 +89,8 @@ same (tests/unit/test_chart.py compares them).
 
 {{/*
 The gang strategy operator.gangScheduling selects, as gang.select_gang_scheduler does: volcano,
-koordinator (koord-scheduler), coscheduling (any other scheduler name), or empty (off).
+koordinator (koord-scheduler), native (scheduling.k8s.io/podgroup), coscheduling (any other
+scheduler name), or empty (off).
 */}}
 {{- define "mpi-operator.gangStrategy" -}}
 {{- $name := .Values.operator.gangScheduling -}}
@@ -97,6 +98,8 @@ koordinator (koord-scheduler), coscheduling (any other scheduler name), or empty
 volcano
 {{- else if eq $name "koord-scheduler" -}}
 koordinator
+{{- else if eq $name "scheduling.k8s.io/podgroup" -}}
+native
 {{- else if $name -}}
 coscheduling
 {{- end -}}
@@ -107,6 +110,10 @@ coscheduling
 {{- $strategy := include "mpi-operator.gangStrategy" . -}}
 {{- if eq $strategy "volcano" }}
 - apiGroups: [scheduling.volcano.sh]
+  resources: [podgroups]
+  verbs: [get, list, watch, create, update, delete]
+{{- else if eq $strategy "native" }}
+- apiGroups: [scheduling.k8s.io]
   resources: [podgroups]
   verbs: [get, list, watch, create, update, delete]
 {{- else if eq $strategy "coscheduling" }}

@@ -16,6 +16,7 @@ from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 NOW = "2026-01-01T00:00:00Z"
+NATIVE = "scheduling.k8s.io/podgroup"
 LATER = "2026-01-01T00:05:00Z"
 KEY = SSHKeyPair(
     private_key_pem="-----BEGIN EC PRIVATE KEY-----\nx\n-----END EC PRIVATE KEY-----\n",
@@ -126,7 +127,7 @@ def test_all_resources_are_created_in_order(implementation: str) -> None:
     assert plan.created
 
 
-@pytest.mark.parametrize("gang", ["volcano", "scheduler-plugins-scheduler"])
+@pytest.mark.parametrize("gang", ["volcano", "scheduler-plugins-scheduler", NATIVE])
 def test_pod_group_is_created_before_any_worker(gang: str) -> None:
     plan = plan_sync(MPIJobWrapper().workers(2).obj(), cluster_view(), context(gang))
     assert writes(plan)[3:6] == ["create podgroups test", *worker_writes("create", 2)]
@@ -377,6 +378,28 @@ def test_gang_policy_change_updates_the_pod_group_in_place() -> None:
     assert writes(plan)[0] == "update podgroups test"
     body = plan.actions[0].body
     assert body is not None and body["spec"]["minMember"] == 2 and body["spec"]["queue"] == "q"
+
+
+@pytest.mark.parametrize("gang", ["volcano", NATIVE])
+def test_suspending_deletes_the_pod_group_and_resuming_creates_it_again(gang: str) -> None:
+    view = cluster_view()
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context(gang))
+    obj["spec"]["runPolicy"] = {"suspend": True}
+    obj = converge(obj, view, context(gang, now=LATER))
+    assert [k for k in view.objects if k[0] in ("podgroups", "pods")] == []
+    obj["spec"]["runPolicy"] = {"suspend": False}
+    plan = plan_sync(obj, view, context(gang, now=LATER))
+    assert writes(plan)[:3] == ["create podgroups test", *worker_writes("create", 2)]
+
+
+def test_a_native_gang_change_updates_its_min_count_in_place() -> None:
+    view = cluster_view()
+    obj = converge(MPIJobWrapper().workers(2).obj(), view, context(NATIVE))
+    obj["spec"].setdefault("runPolicy", {})["schedulingPolicy"] = {"minAvailable": 2}
+    plan = plan_sync(obj, view, context(NATIVE, now=LATER))
+    assert writes(plan)[0] == "update podgroups test"
+    body = plan.actions[0].body
+    assert body is not None and body["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
 
 
 def pod_group_with_status(view: MemoryView, status: dict[str, Any]) -> None:

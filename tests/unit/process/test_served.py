@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import threading
 
-from gang import gang_kinds_of, select_gang_scheduler
-from mpi_operator.operator.served import describe_unserved, unserved_kinds, watch_served
+from gang import GangKind, GangScheduler, gang_kinds_of, gang_resources_of, select_gang_scheduler
+from mpi_operator.operator.served import ServedGang, ask_served, describe_unserved, watch_served
 from mpi_operator.runtime.client import Client
 from tests.unit.runtime.scripted_server import FakeApiServer, Reply, page, status
 
 VOLCANO = select_gang_scheduler("volcano")
+NATIVE = select_gang_scheduler("scheduling.k8s.io/podgroup")
+
+
+def unserved_kinds(
+    client: Client, namespace: str, gang: GangScheduler | None
+) -> tuple[GangKind, ...]:
+    return ask_served(client, namespace, gang).unserved
 
 
 def test_a_kind_whose_list_is_not_found_is_unserved_and_each_kind_is_asked_once(
@@ -65,7 +72,8 @@ def test_a_change_in_what_is_served_ends_the_caches_session(
     )
     [pod_groups, _] = gang_kinds_of(VOLCANO)
     stop, changed = threading.Event(), threading.Event()
-    watch_served(client, "", VOLCANO, (pod_groups,), stop, changed, interval=0.01)
+    known = ServedGang(VOLCANO, (pod_groups,))
+    watch_served(client, "", VOLCANO, known, stop, changed, interval=0.01)
     assert changed.is_set() and not stop.is_set()
     assert len(server.seen) == 4
 
@@ -74,5 +82,56 @@ def test_stopping_ends_the_watch_of_what_is_served(api: tuple[FakeApiServer, Cli
     server, client = api
     stop, changed = threading.Event(), threading.Event()
     stop.set()
-    watch_served(client, "", VOLCANO, (), stop, changed)
+    watch_served(client, "", VOLCANO, ServedGang(VOLCANO, ()), stop, changed)
     assert changed.is_set() and server.seen == []
+
+
+def test_a_kind_of_several_versions_is_used_in_the_first_one_served(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    server.replies.extend([Reply(404, status(404, "NotFound")), page(resource_version="3")])
+    served = ask_served(client, "ns", NATIVE)
+    assert served.unserved == ()
+    assert [(r.api_version, r.plural) for r in gang_resources_of(served.gang)] == [
+        ("scheduling.k8s.io/v1alpha2", "podgroups")
+    ]
+    assert [s.path for s in server.seen] == [
+        "/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups",
+        "/apis/scheduling.k8s.io/v1alpha2/namespaces/ns/podgroups",
+    ]
+
+
+def test_the_preferred_version_served_is_asked_alone(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    server.replies.extend([page(resource_version="3")])
+    served = ask_served(client, "", NATIVE)
+    assert served.gang == NATIVE and served.unserved == ()
+    assert len(server.seen) == 1
+
+
+def test_a_kind_served_in_none_of_its_versions_is_unserved_and_says_how_to_serve_it(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    server.replies.extend(
+        [Reply(404, status(404, "NotFound")), Reply(404, status(404, "NotFound"))]
+    )
+    served = ask_served(client, "", NATIVE)
+    [pod_groups] = gang_kinds_of(NATIVE)
+    assert served.unserved == (pod_groups,)
+    line = describe_unserved(served.unserved)
+    assert line.startswith(
+        "podgroups.scheduling.k8s.io is not served by the API server: turn on the "
+        "GenericWorkload feature gate"
+    )
+    assert "reason PodGroupAPIMissing" in line and "CRD" not in line
+
+
+def test_a_version_change_alone_ends_the_caches_session(api: tuple[FakeApiServer, Client]) -> None:
+    server, client = api
+    # v1beta1 was served when the caches were built; now only v1alpha2 is.
+    server.replies.extend([Reply(404, status(404, "NotFound")), page(resource_version="1")])
+    stop, changed = threading.Event(), threading.Event()
+    watch_served(client, "", NATIVE, ServedGang(NATIVE, ()), stop, changed, interval=0.01)
+    assert changed.is_set() and not stop.is_set()
