@@ -742,6 +742,7 @@ def test_examples_exist() -> None:
         "pi/pi-mpich.yaml",
         "horovod/tensorflow-benchmarks.yaml",
         "gang/pi-scheduling-policy.yaml",
+        "gang/pi-topology.yaml",
     }
 
 
