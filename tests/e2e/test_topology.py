@@ -1,17 +1,18 @@
-"""schedulingPolicy.topology on the default scheduler: kwok nodes labelled 2 blocks x 2 racks x
-4 nodes; a 6-worker job's workers land in one rack when Required, spread when Preferred cannot
-keep them together, and the hostfile lists each rack's workers together."""
+"""schedulingPolicy.topology with the default scheduler, coscheduling and Volcano: kwok nodes
+labelled 2 blocks x 2 racks x 4 nodes; a 6-worker job's workers land in one rack when
+Required, spread when Preferred cannot keep them together, and the hostfile lists each rack's
+workers together."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from .clusters import E2ECluster, wait_until
-from .operator import OperatorProcess, create_mpijob, pods_of, sim_job
+from .clusters import COSCHEDULING, VOLCANO, E2ECluster, wait_until
+from .operator import OperatorProcess, create_mpijob, pods_of, settle, sim_job
 
 pytestmark = pytest.mark.e2e
 
@@ -19,6 +20,21 @@ RACK = "e2e.example/rack"
 BLOCK = "e2e.example/block"
 # Only the labelled nodes take this test's workers.
 POOL = "e2e.example/topology-pool"
+
+
+@pytest.fixture(scope="module", params=["default", COSCHEDULING, VOLCANO])
+def cluster(
+    request: pytest.FixtureRequest,
+    local_cluster: Callable[[str], E2ECluster],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[E2ECluster]:
+    """The flavour's cluster, its operator running for the module."""
+    flavoured = local_cluster(request.param)
+    flavoured.require_simulation()
+    workdir = tmp_path_factory.mktemp(f"operator-{request.param}")
+    process = OperatorProcess(flavoured, workdir, name=f"operator-{request.param}").start()
+    yield flavoured
+    assert process.stop() == 0, process.log_tail()
 
 
 @pytest.fixture
@@ -85,7 +101,7 @@ def run_and_read(
 
 
 def test_required_rack_lands_every_worker_in_one_rack(
-    cluster: E2ECluster, operator: OperatorProcess, namespace: str, racks: dict[str, str]
+    cluster: E2ECluster, namespace: str, racks: dict[str, str]
 ) -> None:
     pool = next(iter(racks)).split("-")[1]
     job = topology_job("rack-required", pool, "Required", worker_cpu="1")
@@ -95,7 +111,7 @@ def test_required_rack_lands_every_worker_in_one_rack(
 
 
 def test_preferred_rack_that_cannot_hold_the_job_still_runs_rack_by_rack(
-    cluster: E2ECluster, operator: OperatorProcess, namespace: str, racks: dict[str, str]
+    cluster: E2ECluster, namespace: str, racks: dict[str, str]
 ) -> None:
     pool = next(iter(racks)).split("-")[1]
     # One 5-cpu worker per 8-cpu node: six workers need six nodes, a rack has four.
@@ -103,3 +119,37 @@ def test_preferred_rack_that_cannot_hold_the_job_still_runs_rack_by_rack(
     worker_racks, hostfile_racks = run_and_read(cluster, namespace, job, racks)
     assert len(set(worker_racks)) > 1, worker_racks
     assert contiguous(hostfile_racks), hostfile_racks
+
+
+def test_a_gang_too_big_for_any_rack_waits_whole_and_runs_when_a_rack_grows(
+    cluster: E2ECluster,
+    namespace: str,
+    racks: dict[str, str],
+    node_factory: Callable[..., str],
+) -> None:
+    if cluster.flavour == "default":
+        pytest.skip("without a gang scheduler the workers a rack holds run while the rest wait")
+    some_node = next(iter(racks))
+    pool = some_node.split("-")[1]
+    job = topology_job("rack-too-big", pool, "Required", worker_cpu="5")
+    create_mpijob(cluster, namespace, job)
+
+    def waits_whole() -> bool:
+        pods = pods_of(cluster, namespace, "rack-too-big", role="worker")
+        assert all(not p.spec.node_name for p in pods), [p.spec.node_name for p in pods]
+        return len(pods) == 6
+
+    wait_until(waits_whole, 60, message="six unplaced workers")
+    # The scheduler has turned the gang down by now, whole: no worker holds a node.
+    settle(10)
+    assert waits_whole()
+    grown = racks[some_node]
+    block = grown.split("-")[0]
+    for index in (4, 5):
+        name = f"topo-{pool}-{grown}-{index}"
+        node_factory(cluster, name, cpu="8", labels={BLOCK: block, RACK: grown, POOL: pool})
+        racks[name] = grown
+    placed = wait_until(
+        lambda: placed_workers(cluster, namespace, "rack-too-big"), 120, message="six workers"
+    )
+    assert {racks[node] for node in placed.values()} == {grown}
