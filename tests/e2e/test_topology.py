@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from .clusters import COSCHEDULING, VOLCANO, E2ECluster, wait_until
-from .operator import OperatorProcess, create_mpijob, pods_of, settle, sim_job
+from .operator import create_mpijob, pods_of, settle, sim_job, simulated_operator
 
 pytestmark = pytest.mark.e2e
 
@@ -30,11 +30,8 @@ def cluster(
 ) -> Iterator[E2ECluster]:
     """The flavour's cluster, its operator running for the module."""
     flavoured = local_cluster(request.param)
-    flavoured.require_simulation()
-    workdir = tmp_path_factory.mktemp(f"operator-{request.param}")
-    process = OperatorProcess(flavoured, workdir, name=f"operator-{request.param}").start()
-    yield flavoured
-    assert process.stop() == 0, process.log_tail()
+    with simulated_operator(flavoured, tmp_path_factory):
+        yield flavoured
 
 
 @pytest.fixture
