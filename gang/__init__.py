@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.topology import JobTopology, job_topology
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,10 @@ class GangScheduler(Protocol):
     What else a scheduler needs is a capability it declares by having its members, checked by
     type (``runtime_checkable``), as kueue's job framework checks its optional interfaces:
     objects of its own for a gang (``WithGangObjects``: a PodGroup, say), cluster-scoped inputs
-    to its verdict (``WithClusterInputs``: Volcano's queues) and a nudge when capacity appears
-    (``WithCapacityNudge``). A scheduler whose gang is only marks on the pods (Koordinator's
-    annotations) is the core alone.
+    to its verdict (``WithClusterInputs``: Volcano's queues), a nudge when capacity appears
+    (``WithCapacityNudge``) and a dialect for keeping workers in one network domain
+    (``WithTopology``: Koordinator's rank hints). A scheduler whose gang is only marks on the
+    pods (Koordinator's annotations) needs nothing else.
     """
 
     @property
@@ -193,6 +195,19 @@ class WithCapacityNudge(WithGangObjects, Protocol):
         ...
 
 
+@runtime_checkable
+class WithTopology(GangScheduler, Protocol):
+    """A scheduler with a dialect of its own for keeping a job's workers in one network domain
+    (``schedulingPolicy.topology``); any other gets pod affinity on the domain's node label."""
+
+    def keep_in_domain(
+        self, worker: dict[str, Any], job: DefaultedMPIJob, topology: JobTopology, index: int
+    ) -> dict[str, Any]:
+        """A copy of worker ``index``'s pod template that the scheduler places in the domain
+        of the job's other workers."""
+        ...
+
+
 def gang_objects_of(gang: GangScheduler | None) -> WithGangObjects | None:
     return gang if isinstance(gang, WithGangObjects) else None
 
@@ -216,6 +231,21 @@ def in_served_versions(
     unchanged for a strategy whose kinds have one version."""
     choice = served_versions_of(gang)
     return choice.served_in(versions) if choice is not None and versions else gang
+
+
+def place_worker(
+    gang: GangScheduler | None, worker: dict[str, Any], job: DefaultedMPIJob, index: int
+) -> dict[str, Any]:
+    """Worker ``index``'s template kept in the job's network domain, by the scheduler's own
+    dialect or else by pod affinity; unchanged when the job asks for no domain."""
+    topology = job_topology(job)
+    if topology is None:
+        return worker
+    if isinstance(gang, WithTopology):
+        return gang.keep_in_domain(worker, job, topology, index)
+    from gang.topology import with_worker_affinity
+
+    return with_worker_affinity(worker, job, topology)
 
 
 def gang_resources_of(gang: GangScheduler | None) -> Sequence[GangResource]:

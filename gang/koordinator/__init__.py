@@ -20,7 +20,9 @@ from gang.members import (
     template_in_gang,
 )
 from gang.pod_template import assign_to_gang
+from gang.topology import with_worker_affinity
 from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.topology import JobTopology
 
 SCHEDULER_NAME: Final = "koord-scheduler"
 # Pod annotations of an annotation-only gang (koordinator's apis/extension/coscheduling.go).
@@ -30,6 +32,9 @@ MIN_AVAILABLE_ANNOTATION: Final = f"{_PREFIX}/min-available"
 TOTAL_NUMBER_ANNOTATION: Final = f"{_PREFIX}/total-number"
 MODE_ANNOTATION: Final = f"{_PREFIX}/mode"
 WAITING_TIME_ANNOTATION: Final = f"{_PREFIX}/waiting-time"
+# A worker's rank hint: koord-scheduler's network-topology-aware placement puts consecutive
+# indexes close together (apis/extension/coscheduling.go, GetPodIndex).
+NETWORK_TOPOLOGY_INDEX_ANNOTATION: Final = f"{_PREFIX}/network-topology-index"
 # Strict: a member that cannot be placed sends the whole gang back, so no part of it holds
 # nodes while the rest waits.
 STRICT: Final = "Strict"
@@ -38,6 +43,16 @@ UNSCHEDULABLE: Final = "Unschedulable"
 
 class KoordinatorScheduler:
     """Gangs placed by koord-scheduler, declared on the pods: nothing to create or watch."""
+
+    def keep_in_domain(
+        self, worker: dict[str, Any], job: DefaultedMPIJob, topology: JobTopology, index: int
+    ) -> dict[str, Any]:
+        # The domain itself is pod affinity, which koord-scheduler enforces as kube-scheduler
+        # does; its own gather rules name a ClusterNetworkTopology layer, not a node label.
+        placed = with_worker_affinity(worker, job, topology)
+        annotations = placed["metadata"].setdefault("annotations", {})
+        annotations[NETWORK_TOPOLOGY_INDEX_ANNOTATION] = str(index)
+        return placed
 
     @property
     def scheduler_name(self) -> str:

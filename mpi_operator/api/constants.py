@@ -124,3 +124,11 @@ JOB_STATE_CONDITIONS: Final = (
 )
 # Ours, not upstream's: whether the gang scheduler has placed the job's pod group.
 CONDITION_GANG_SCHEDULED: Final = "GangScheduled"
+
+# schedulingPolicy.topology.mode: the gang waits for one domain, or prefers one.
+TOPOLOGY_REQUIRED: Final = "Required"
+TOPOLOGY_PREFERRED: Final = "Preferred"
+TOPOLOGY_MODES: Final = (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED)
+# Kueue's Topology Aware Scheduling reads these from the MPIJob's pod templates.
+KUEUE_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"

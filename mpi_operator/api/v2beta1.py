@@ -74,6 +74,28 @@ class APIModel(BaseModel):
     )
 
 
+class Topology(APIModel):
+    """The network domain the job's workers are placed in: the nodes sharing one value of a
+    node label (a rack, a block)."""
+
+    key: str | None = Field(
+        default=None,
+        description=(
+            "The node label whose value names the domain, e.g. topology.kubernetes.io/zone "
+            "or a rack label. Workers are placed on nodes with one value of it, and the "
+            "hostfile lists them domain by domain."
+        ),
+    )
+    mode: str | None = Field(
+        default=None,
+        description=(
+            "Required (the gang waits until one domain holds every worker) or Preferred (one "
+            "domain when it can, several when it cannot). Defaults to Required."
+        ),
+        json_schema_extra=_schema(enum=list(c.TOPOLOGY_MODES)),
+    )
+
+
 class SchedulingPolicy(APIModel):
     """Gang-scheduling parameters passed to the PodGroup."""
 
@@ -116,6 +138,14 @@ class SchedulingPolicy(APIModel):
             "0 means the scheduler's own default. Ignored by Volcano."
         ),
         json_schema_extra=_schema(minimum=0, format="int32"),
+    )
+    topology: Topology | None = Field(
+        default=None,
+        description=(
+            "Place every worker in one network domain, a value of a node label, and list "
+            "them in the hostfile domain by domain. Without it, the workers' Kueue "
+            "annotation kueue.x-k8s.io/podset-required-topology (or -preferred-) stands in."
+        ),
     )
 
 

@@ -31,6 +31,7 @@ from mpi_operator.api.pod_template import (
     template_errors,
 )
 from mpi_operator.api.rules import declared_versions, restart_policies
+from mpi_operator.api.topology import topology_errors
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, crd_keywords, integer_maximum
 
 
@@ -301,6 +302,7 @@ def _scheduling_policy_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
     yield from _non_negative(f"{path}.minAvailable", policy.min_available)
     yield from _non_negative(f"{path}.scheduleTimeoutSeconds", policy.schedule_timeout_seconds)
     yield from resource_list_errors(f"{path}.minResources", policy.min_resources)
+    yield from topology_errors(job)
 
 
 def _one_of(path: str, value: str | None, allowed: tuple[str, ...]) -> Iterator[FieldError]:

@@ -12,7 +12,7 @@ docs/differences.md.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -36,6 +36,7 @@ from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import is_controlled_by, is_terminating, metadata_of
 from mpi_operator.api.rules import creating_api
+from mpi_operator.api.topology import job_topology
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.controller.admission import Admission, admit
 from mpi_operator.controller.conditions import (
@@ -65,7 +66,7 @@ from mpi_operator.controller.status import (
     worker_counts_hold,
 )
 from mpi_operator.controller.ttl import launcher_ttl, seconds_until_deletion
-from mpi_operator.desired.config import new_config_map
+from mpi_operator.desired.config import Placements, new_config_map
 from mpi_operator.desired.kinds import (
     CHILD_KINDS_BY_PLURAL,
     CONFIG_MAP,
@@ -166,6 +167,10 @@ class ClusterView(Protocol):
     def worker_pods(self, job: MPIJob) -> Sequence[dict[str, Any]]: ...
 
     def launcher_pods(self, launcher: dict[str, Any]) -> Sequence[dict[str, Any]]: ...
+
+    def node_labels(self, name: str) -> Mapping[str, str] | None:
+        """A node's labels; None when the node is not known."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -403,12 +408,13 @@ class _Sync:
         return True
 
     def _ensure_config_map(self) -> bool:
+        workers = self.view.worker_pods(self.job)
         running = sorted(
             pod["metadata"]["name"]
-            for pod in self.view.worker_pods(self.job)
+            for pod in workers
             if (pod.get("status") or {}).get("phase") == "Running"
         )
-        desired = new_config_map(self.job, self.ctx.facts, running)
+        desired = new_config_map(self.job, self.ctx.facts, running, self._placements(workers))
         name = desired["metadata"]["name"]
         current = self.view.get(CONFIG_MAP.plural, self.ns, name)
         if current is None:
@@ -421,6 +427,19 @@ class _Sync:
             updated["data"] = desired["data"]
             self._write("update", CONFIG_MAP.plural, name, updated, batch=SHARED_OBJECTS)
         return True
+
+    def _placements(self, workers: Sequence[dict[str, Any]]) -> Placements:
+        """Each placed worker's domain and node, when the job asks for a domain."""
+        topology = job_topology(self.job)
+        if topology is None:
+            return {}
+        placements: dict[str, tuple[str, str]] = {}
+        for pod in workers:
+            node = (pod.get("spec") or {}).get("nodeName")
+            labels = self.view.node_labels(node) if node else None
+            if node and labels is not None and topology.key in labels:
+                placements[pod["metadata"]["name"]] = (labels[topology.key], node)
+        return placements
 
     def _ensure_secret(self) -> bool:
         name = names.ssh_secret_name(self.job)

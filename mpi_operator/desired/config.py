@@ -3,11 +3,16 @@ transport's scripts (kubectl exec's remote shell, kubexec.sh).
 
 The hostfile lists every host the spec asks for; discover_hosts.sh lists the hosts that
 are running right now, for Elastic Horovod's host discovery. The transport names the hosts.
+
+A job with a network domain (``schedulingPolicy.topology``) lists its workers in topology
+order once every one of them is placed: by domain, then node, then index, so consecutive
+ranks share the closest domain. One label gives one level, so the order is a sort key, not a
+graph walk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
@@ -31,47 +36,75 @@ def _hostfile_line(job: DefaultedMPIJob, fqdn: str) -> str:
     return f"{fqdn}:{slots}\n"
 
 
-def _static_pod_names(job: DefaultedMPIJob) -> list[str]:
-    workers = names.worker_names(job)
+Placements = Mapping[str, tuple[str, str]]
+"""Worker pod name -> (its node's value of the topology label, its node's name), for the
+workers placed on a node carrying that label."""
+
+
+def topology_order(workers: Iterable[str], placements: Placements) -> list[str]:
+    """``workers`` by domain, then node, keeping their order within a node; unchanged unless
+    every one of them is placed."""
+    listed = list(workers)
+    if not listed or any(worker not in placements for worker in listed):
+        return listed
+    position = {worker: i for i, worker in enumerate(listed)}
+    return sorted(listed, key=lambda worker: (*placements[worker], position[worker]))
+
+
+def _static_pod_names(job: DefaultedMPIJob, placements: Placements) -> list[str]:
+    workers = topology_order(names.worker_names(job), placements)
     if launcher_runs_as_worker(job):
         return [names.launcher_name(job), *workers]
     return workers
 
 
-def hostfile(job: DefaultedMPIJob, facts: ClusterFacts) -> str:
-    """One line per host from the spec's replica count: launcher first when it works too."""
+def hostfile(job: DefaultedMPIJob, facts: ClusterFacts, placements: Placements) -> str:
+    """One line per host from the spec's replica count: launcher first when it works too, the
+    workers in topology order once placed."""
     transport = transport_of(job)
     return "".join(
-        _hostfile_line(job, transport.host_name(job, pod, facts)) for pod in _static_pod_names(job)
+        _hostfile_line(job, transport.host_name(job, pod, facts))
+        for pod in _static_pod_names(job, placements)
     )
 
 
 def discover_hosts_script(
-    job: DefaultedMPIJob, facts: ClusterFacts, running_worker_names: Iterable[str]
+    job: DefaultedMPIJob,
+    facts: ClusterFacts,
+    running_worker_names: Iterable[str],
+    placements: Placements,
 ) -> str:
     """A shell script printing the launcher (when it works too) and the running workers.
 
     Workers are sorted by name as plain strings, like upstream (worker-10 before worker-2),
-    so the script only changes when the set of running workers does.
+    so the script only changes when the set of running workers does; in topology order
+    when every running worker is placed in a domain.
     """
     hosts = [names.launcher_name(job)] if launcher_runs_as_worker(job) else []
-    hosts += sorted(running_worker_names)
+    hosts += topology_order(sorted(running_worker_names), placements)
     transport = transport_of(job)
     lines = (f"echo {transport.discovered_host(job, pod, facts)}\n" for pod in hosts)
     return "#!/bin/sh\n" + "".join(lines)
 
 
 def new_config_map(
-    job: DefaultedMPIJob, facts: ClusterFacts, running_worker_names: Iterable[str] = ()
+    job: DefaultedMPIJob,
+    facts: ClusterFacts,
+    running_worker_names: Iterable[str] = (),
+    placements: Placements | None = None,
 ) -> dict[str, Any]:
-    """The ConfigMap mounted at /etc/mpi in the launcher."""
+    """The ConfigMap mounted at /etc/mpi in the launcher; ``placements`` of the workers
+    (none before they are placed, or without a network domain)."""
+    placed = placements or {}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": child_metadata(job, names.config_map_name(job), {c.LABEL_APP: job.name}),
         "data": {
-            c.HOSTFILE_NAME: hostfile(job, facts),
-            c.DISCOVER_HOSTS_SCRIPT_NAME: discover_hosts_script(job, facts, running_worker_names),
+            c.HOSTFILE_NAME: hostfile(job, facts, placed),
+            c.DISCOVER_HOSTS_SCRIPT_NAME: discover_hosts_script(
+                job, facts, running_worker_names, placed
+            ),
             **transport_of(job).config_scripts(job),
         },
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gang import GangScheduler
+from gang import GangScheduler, place_worker
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
@@ -37,7 +37,7 @@ def new_worker_pod(
         container, "env", {"name": pod_templates.ROLE_ENV, "value": c.ROLE_WORKER}
     )
     transport.decorate(template, job, c.WORKER, facts)
-    pod = pod_templates.owned_pod_template(template, job, gang)
+    pod = place_worker(gang, pod_templates.owned_pod_template(template, job, gang), job, index)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

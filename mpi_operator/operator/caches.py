@@ -9,7 +9,7 @@ are dropped from every object.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -27,6 +27,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired.kinds import CHILD_KINDS, JOB, POD
 from mpi_operator.operator.capacity import WAITING, capacity_informers, index_waiting
+from mpi_operator.operator.domains import node_labels_informer
 from mpi_operator.runtime.client import PRIORITY_CLASSES, Client, Resource
 from mpi_operator.runtime.informer import Informer
 from mpi_operator.runtime.objects import Object, controller_ref, make_key
@@ -48,9 +49,12 @@ GLOBAL_DEFAULT_PRIORITY: Final = "globalDefault"
 
 
 def pod_status_only(pod: Object) -> Object:
-    """A pod as the sync reads it: metadata and status. The spec is the bulk of a pod and is
-    never read from the cache (the operator writes pods, it does not compare them)."""
-    pod.pop("spec", None)
+    """A pod as the sync reads it: metadata, status and its node. The rest of the spec is the
+    bulk of a pod and is never read from the cache (the operator writes pods, it does not
+    compare them)."""
+    node_name = (pod.pop("spec", None) or {}).get("nodeName")
+    if node_name:
+        pod["spec"] = {"nodeName": node_name}
     pod["metadata"].pop("annotations", None)
     return pod
 
@@ -84,6 +88,9 @@ class Caches:
     # Nodes and bound pods, when the strategy nudges its scheduler as capacity appears: event
     # sources only, started and stopped with the rest but not waited for (RBAC may refuse them).
     capacity: dict[str, Informer] = field(default_factory=dict)
+    # The nodes' labels, for the hostfile's topology order: like the capacity watch, started
+    # and stopped with the rest but not waited for.
+    nodes: Informer | None = None
 
     @property
     def all(self) -> list[Informer]:
@@ -93,7 +100,7 @@ class Caches:
     @property
     def started(self) -> list[Informer]:
         """What the operator starts and stops: ``all`` (waited for) and the capacity watch."""
-        return [*self.all, *self.capacity.values()]
+        return [*self.all, *self.capacity.values(), *([self.nodes] if self.nodes else [])]
 
     def view(self) -> CacheView:
         return CacheView(self)
@@ -159,7 +166,9 @@ def build_caches(
             gang_inputs[watched.plural] = Informer.for_resource(client, resource_of(watched))
     capacity = capacity_informers(client, scope) if nudger is not None else {}
     mpijobs = Informer.for_resource(client, MPIJOBS, namespace=scope)
-    return Caches(mpijobs, children, priority_classes, gang_inputs, capacity)
+    # Nodes are cluster-scoped: an operator watching one namespace holds Roles there only.
+    nodes = node_labels_informer(client) if scope is None else None
+    return Caches(mpijobs, children, priority_classes, gang_inputs, capacity, nodes)
 
 
 class CacheView:
@@ -187,6 +196,11 @@ class CacheView:
         if not uid:
             return []
         return self._caches.children[POD.plural].store.by_index(INDEX_CONTROLLER_UID, uid)
+
+    def node_labels(self, name: str) -> Mapping[str, str] | None:
+        nodes = self._caches.nodes
+        node = nodes.store.get(name) if nodes is not None else None
+        return node["metadata"]["labels"] if node is not None else None
 
 
 def owning_mpijob_key(caches: Caches, obj: Object) -> str | None:

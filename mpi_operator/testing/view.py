@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gang import cluster_inputs_of, every_strategy, gang_resources_of
@@ -56,6 +56,10 @@ class MemoryView:
             and namespace == job.namespace
             and selector.items() <= ((obj["metadata"].get("labels") or {}).items())
         ]
+
+    def node_labels(self, name: str) -> Mapping[str, str] | None:
+        node = self.objects.get(("nodes", "", name))
+        return (node["metadata"].get("labels") or {}) if node is not None else None
 
     def launcher_pods(self, launcher: dict[str, Any]) -> Sequence[dict[str, Any]]:
         uid = launcher["metadata"].get("uid")

@@ -185,6 +185,18 @@ def stop_process(
     return process.returncode
 
 
+@contextlib.contextmanager
+def simulated_operator(
+    cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The operator on a cluster of kwok nodes, named after its flavour, stopped cleanly."""
+    cluster.require_simulation()
+    workdir = tmp_path_factory.mktemp(f"operator-{cluster.flavour}")
+    process = OperatorProcess(cluster, workdir, name=f"operator-{cluster.flavour}").start()
+    yield process
+    assert process.stop() == 0, process.log_tail()
+
+
 def operator_fixture(flavour: str, name: str = "operator", **cluster_options: bool) -> Any:
     """A module-scoped fixture called ``name``: the operator on the session's cluster of
     ``flavour`` (``ClusterProvider.get`` options), for a module that needs that cluster."""

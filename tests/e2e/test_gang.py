@@ -45,6 +45,7 @@ from .operator import (
     retry_gang,
     settle,
     sim_job,
+    simulated_operator,
     wait_for_condition,
 )
 from .rbac import delete_service_account_binding, service_account_kubeconfig
@@ -80,11 +81,8 @@ def gang(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Gang]:
     cluster = local_cluster(request.param)
-    cluster.require_simulation()
-    workdir = tmp_path_factory.mktemp(f"operator-{request.param}")
-    process = OperatorProcess(cluster, workdir, name=f"operator-{request.param}").start()
-    yield Gang(cluster, process)
-    assert process.stop() == 0, process.log_tail()
+    with simulated_operator(cluster, tmp_path_factory) as process:
+        yield Gang(cluster, process)
 
 
 @pytest.fixture

@@ -244,6 +244,7 @@ MODEL_NODES: dict[type[v2beta1.APIModel], str] = {
     v2beta1.MPIJobSpec: "spec",
     v2beta1.RunPolicy: "spec.runPolicy",
     v2beta1.SchedulingPolicy: "spec.runPolicy.schedulingPolicy",
+    v2beta1.Topology: "spec.runPolicy.schedulingPolicy.topology",
     v2beta1.ReplicaSpec: "spec.mpiReplicaSpecs.*",
     v2beta1.JobStatus: "status",
     v2beta1.JobCondition: "status.conditions.*",
@@ -743,6 +744,7 @@ def test_examples_exist() -> None:
         "pi/pi-mpich.yaml",
         "horovod/tensorflow-benchmarks.yaml",
         "gang/pi-scheduling-policy.yaml",
+        "gang/pi-topology.yaml",
     }
 
 

@@ -135,7 +135,9 @@ def core_permissions() -> set[Permission]:
     syncs write (their gang objects aside) and record, and a watch of every cached kind (the
     MPIJobs' list also tells the operator the CRD is installed)."""
     watched = {(r.group, r.plural, verb) for r in (*child_resources(), MPIJOBS) for verb in WATCH}
-    return plan_permissions(plans_of_the_plan_tests(), None) | watched
+    # The nodes' labels, for the hostfile's topology order.
+    nodes = {("", "nodes", verb) for verb in WATCH}
+    return plan_permissions(plans_of_the_plan_tests(), None) | watched | nodes
 
 
 def base_cluster_role_permissions() -> set[Permission]:

@@ -105,7 +105,7 @@ CLUSTER_LOCAL = ClusterFacts(cluster_domain="cluster.local")
 def test_hostfile_lists_hosts_in_the_implementation_format(
     job: MPIJobWrapper, facts: ClusterFacts, expected: str
 ) -> None:
-    assert hostfile(job.job(), facts) == expected
+    assert hostfile(job.job(), facts, {}) == expected
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_hostfile_lists_hosts_in_the_implementation_format(
     ],
 )
 def test_hostfile_edge_cases(job: MPIJobWrapper, expected: str) -> None:
-    assert hostfile(job.job(), NO_DOMAIN) == expected
+    assert hostfile(job.job(), NO_DOMAIN, {}) == expected
 
 
 def test_hostfile_follows_the_spec_not_the_running_pods() -> None:
@@ -205,13 +205,13 @@ def test_discover_hosts_script_lists_launcher_then_running_workers(
     launcher_as_worker: bool, facts: ClusterFacts, running: list[str], expected: str
 ) -> None:
     job = MPIJobWrapper("pi", "ns").run_launcher_as_worker(launcher_as_worker).workers(11).job()
-    assert discover_hosts_script(job, facts, running) == expected
+    assert discover_hosts_script(job, facts, running, {}) == expected
 
 
 def test_discover_hosts_script_accepts_any_iterable_once() -> None:
     job = MPIJobWrapper("pi", "ns").workers(2).job()
     names = iter(["pi-worker-1", "pi-worker-0"])
-    assert discover_hosts_script(job, NO_DOMAIN, names) == (
+    assert discover_hosts_script(job, NO_DOMAIN, names, {}) == (
         "#!/bin/sh\necho pi-worker-0.pi.ns.svc\necho pi-worker-1.pi.ns.svc\n"
     )
 
@@ -232,3 +232,43 @@ def test_config_map_object_is_owned_labelled_and_holds_both_files() -> None:
             "discover_hosts.sh": "#!/bin/sh\n",
         },
     }
+
+
+# -- topology order: domain, then node, once every worker is placed ----------------------------
+
+RACKS = {
+    "pi-worker-0": ("rack-b", "node-b1"),
+    "pi-worker-1": ("rack-a", "node-a2"),
+    "pi-worker-2": ("rack-b", "node-b1"),
+    "pi-worker-3": ("rack-a", "node-a1"),
+}
+
+
+def test_placed_workers_are_listed_by_domain_then_node_then_index() -> None:
+    job = MPIJobWrapper("pi", "ns").workers(4).job()
+    lines = hostfile(job, NO_DOMAIN, RACKS).splitlines()
+    assert [line.split(".")[0] for line in lines] == [
+        "pi-worker-3",
+        "pi-worker-1",
+        "pi-worker-0",
+        "pi-worker-2",
+    ]
+
+
+def test_the_order_waits_until_every_worker_is_placed() -> None:
+    job = MPIJobWrapper("pi", "ns").workers(4).job()
+    some = {name: placement for name, placement in RACKS.items() if name != "pi-worker-2"}
+    assert hostfile(job, NO_DOMAIN, some) == hostfile(job, NO_DOMAIN, {})
+
+
+def test_a_launcher_that_works_too_stays_first() -> None:
+    job = MPIJobWrapper("pi", "ns").workers(4).run_launcher_as_worker().job()
+    lines = hostfile(job, NO_DOMAIN, RACKS).splitlines()
+    assert [line.split(".")[0] for line in lines][:2] == ["pi-launcher", "pi-worker-3"]
+
+
+def test_discover_hosts_lists_running_workers_in_topology_order() -> None:
+    job = MPIJobWrapper("pi", "ns").workers(4).job()
+    script = discover_hosts_script(job, NO_DOMAIN, ["pi-worker-0", "pi-worker-1"], RACKS)
+    hosts = [line.split()[1].split(".")[0] for line in script.splitlines()[1:]]
+    assert hosts == ["pi-worker-1", "pi-worker-0"]

@@ -61,6 +61,10 @@ same (tests/unit/test_chart.py compares them).
 - apiGroups: [kubeflow.org]
   resources: [mpijobs/finalizers]
   verbs: [update]
+# The nodes' labels, for the hostfile's order by network domain (all namespaces watched).
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, update, delete]

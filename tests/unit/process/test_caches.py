@@ -7,6 +7,7 @@ from typing import Any
 from gang import select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.operator.caches import build_caches, enqueue_gang_input_users, owning_mpijob_key
+from mpi_operator.operator.domains import node_labels_only
 from mpi_operator.runtime.client import Client
 from mpi_operator.runtime.kubeconfig import Configuration
 from mpi_operator.testing.wrappers import MPIJobWrapper
@@ -104,7 +105,7 @@ def test_cluster_facts_come_from_the_priority_class_cache() -> None:
     assert facts.default_priority == 10
 
 
-def test_cached_pods_keep_metadata_and_status_but_not_the_spec() -> None:
+def test_cached_pods_keep_metadata_status_and_node_but_not_the_rest_of_the_spec() -> None:
     from mpi_operator.operator.caches import pod_status_only
 
     pod = owned("Pod", "pi-worker-0", "MPIJob", "pi", annotations={"big": "x" * 1000})
@@ -114,6 +115,25 @@ def test_cached_pods_keep_metadata_and_status_but_not_the_spec() -> None:
     assert "spec" not in cached and "annotations" not in cached["metadata"]
     assert cached["status"]["phase"] == "Running"
     assert cached["metadata"]["ownerReferences"][0]["name"] == "pi"
+    placed = owned("Pod", "pi-worker-1", "MPIJob", "pi")
+    placed["spec"] = {"nodeName": "node-a1", "containers": [{"name": "main"}]}
+    assert pod_status_only(placed)["spec"] == {"nodeName": "node-a1"}
+
+
+def test_node_labels_are_cached_only_when_every_namespace_is_watched() -> None:
+    assert build_caches(offline_client(), "ns", None).nodes is None
+    caches = build_caches(offline_client(), None, None)
+    assert caches.nodes is not None and caches.nodes in caches.started
+    assert caches.view().node_labels("node-a1") is None
+    caches.nodes.store.upsert(
+        node_labels_only(
+            {
+                "metadata": {"name": "node-a1", "labels": {"rack": "a"}, "resourceVersion": "1"},
+                "status": {"allocatable": {"cpu": "8"}},
+            }
+        )
+    )
+    assert caches.view().node_labels("node-a1") == {"rack": "a"}
 
 
 def test_volcano_queues_are_cached_and_read_through_the_view() -> None:

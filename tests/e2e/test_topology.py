@@ -1,0 +1,152 @@
+"""schedulingPolicy.topology with the default scheduler, coscheduling and Volcano: kwok nodes
+labelled 2 blocks x 2 racks x 4 nodes; a 6-worker job's workers land in one rack when
+Required, spread when Preferred cannot keep them together, and the hostfile lists each rack's
+workers together."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from .clusters import COSCHEDULING, VOLCANO, E2ECluster, wait_until
+from .operator import create_mpijob, pods_of, settle, sim_job, simulated_operator
+
+pytestmark = pytest.mark.e2e
+
+RACK = "e2e.example/rack"
+BLOCK = "e2e.example/block"
+# Only the labelled nodes take this test's workers.
+POOL = "e2e.example/topology-pool"
+
+
+@pytest.fixture(scope="module", params=["default", COSCHEDULING, VOLCANO])
+def cluster(
+    request: pytest.FixtureRequest,
+    local_cluster: Callable[[str], E2ECluster],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[E2ECluster]:
+    """The flavour's cluster, its operator running for the module."""
+    flavoured = local_cluster(request.param)
+    with simulated_operator(flavoured, tmp_path_factory):
+        yield flavoured
+
+
+@pytest.fixture
+def racks(cluster: E2ECluster, node_factory: Callable[..., str]) -> dict[str, str]:
+    """Node name -> rack: blocks b0, b1; racks b0-r0 ... b1-r1; four 8-cpu nodes each."""
+    pool = uuid.uuid4().hex[:6]
+    rack_of: dict[str, str] = {}
+    for block in ("b0", "b1"):
+        for rack in ("r0", "r1"):
+            for index in range(4):
+                name = f"topo-{pool}-{block}-{rack}-{index}"
+                labels = {BLOCK: block, RACK: f"{block}-{rack}", POOL: pool}
+                node_factory(cluster, name, cpu="8", labels=labels)
+                rack_of[name] = f"{block}-{rack}"
+    return rack_of
+
+
+def topology_job(name: str, pool: str, mode: str, worker_cpu: str) -> dict[str, Any]:
+    job = (
+        sim_job(name, workers=6)
+        .workers(6, cpu=worker_cpu)
+        .pod_spec_field("Worker", "nodeSelector", {POOL: pool})
+        .launcher_creation_policy("WaitForWorkersReady")
+        .scheduling_policy(topology={"key": RACK, "mode": mode})
+    )
+    return job.obj()
+
+
+def placed_workers(cluster: E2ECluster, ns: str, name: str) -> dict[str, str] | None:
+    """Worker pod name -> node, once all six run."""
+    pods = pods_of(cluster, ns, name, role="worker")
+    if len(pods) < 6 or any(p.status.phase != "Running" for p in pods):
+        return None
+    return {p.metadata.name: p.spec.node_name for p in pods}
+
+
+def hostfile_workers(cluster: E2ECluster, ns: str, name: str) -> list[str]:
+    data = cluster.core.read_namespaced_config_map(f"{name}-config", ns).data or {}
+    return [line.split(".")[0] for line in data.get("hostfile", "").splitlines()]
+
+
+def contiguous(groups: list[str]) -> bool:
+    """Each value appears in one run."""
+    runs = [value for i, value in enumerate(groups) if i == 0 or groups[i - 1] != value]
+    return len(runs) == len(set(runs))
+
+
+def run_and_read(
+    cluster: E2ECluster, ns: str, job: dict[str, Any], racks: dict[str, str]
+) -> tuple[list[str], list[str]]:
+    """Each worker's rack, and each hostfile line's rack, once the hostfile is ordered."""
+    name = job["metadata"]["name"]
+    create_mpijob(cluster, ns, job)
+    placed = wait_until(lambda: placed_workers(cluster, ns, name), 120, message="six workers")
+    worker_racks = [racks[node] for node in placed.values()]
+
+    def ordered() -> list[str] | None:
+        hosts = hostfile_workers(cluster, ns, name)
+        in_racks = [racks[placed[host]] for host in hosts if host in placed]
+        return in_racks if len(in_racks) == 6 and contiguous(in_racks) else None
+
+    hostfile_racks = wait_until(ordered, 60, message="the hostfile in rack order")
+    return worker_racks, hostfile_racks
+
+
+def test_required_rack_lands_every_worker_in_one_rack(
+    cluster: E2ECluster, namespace: str, racks: dict[str, str]
+) -> None:
+    pool = next(iter(racks)).split("-")[1]
+    job = topology_job("rack-required", pool, "Required", worker_cpu="1")
+    worker_racks, hostfile_racks = run_and_read(cluster, namespace, job, racks)
+    assert len(set(worker_racks)) == 1, worker_racks
+    assert sorted(hostfile_racks) == sorted(worker_racks)
+
+
+def test_preferred_rack_that_cannot_hold_the_job_still_runs_rack_by_rack(
+    cluster: E2ECluster, namespace: str, racks: dict[str, str]
+) -> None:
+    pool = next(iter(racks)).split("-")[1]
+    # One 5-cpu worker per 8-cpu node: six workers need six nodes, a rack has four.
+    job = topology_job("rack-preferred", pool, "Preferred", worker_cpu="5")
+    worker_racks, hostfile_racks = run_and_read(cluster, namespace, job, racks)
+    assert len(set(worker_racks)) > 1, worker_racks
+    assert contiguous(hostfile_racks), hostfile_racks
+
+
+def test_a_gang_too_big_for_any_rack_waits_whole_and_runs_when_a_rack_grows(
+    cluster: E2ECluster,
+    namespace: str,
+    racks: dict[str, str],
+    node_factory: Callable[..., str],
+) -> None:
+    if cluster.flavour == "default":
+        pytest.skip("without a gang scheduler the workers a rack holds run while the rest wait")
+    some_node = next(iter(racks))
+    pool = some_node.split("-")[1]
+    job = topology_job("rack-too-big", pool, "Required", worker_cpu="5")
+    create_mpijob(cluster, namespace, job)
+
+    def waits_whole() -> bool:
+        pods = pods_of(cluster, namespace, "rack-too-big", role="worker")
+        assert all(not p.spec.node_name for p in pods), [p.spec.node_name for p in pods]
+        return len(pods) == 6
+
+    wait_until(waits_whole, 60, message="six unplaced workers")
+    # The scheduler has turned the gang down by now, whole: no worker holds a node.
+    settle(10)
+    assert waits_whole()
+    grown = racks[some_node]
+    block = grown.split("-")[0]
+    for index in (4, 5):
+        name = f"topo-{pool}-{grown}-{index}"
+        node_factory(cluster, name, cpu="8", labels={BLOCK: block, RACK: grown, POOL: pool})
+        racks[name] = grown
+    placed = wait_until(
+        lambda: placed_workers(cluster, namespace, "rack-too-big"), 120, message="six workers"
+    )
+    assert {racks[node] for node in placed.values()} == {grown}
