@@ -24,7 +24,7 @@ BEGIN = "<!-- results table: bench/results_table.py writes what follows -->"
 END = "<!-- end of the results table -->"
 # Each column: its title, the figure's key in a run's means, its format.
 COLUMNS = (
-    ("jobs/s", "jobs_per_second", "{:.1f}"),
+    ("jobs/s", "jobs_per_second", "{:.2f}"),
     ("p99 submit→launcher (s)", "latency_p99_s", "{:.2f}"),
     ("writes/job", "writes_per_job", "{:.1f}"),
     ("409s/job", "conflicts_per_job", "{:.2f}"),
