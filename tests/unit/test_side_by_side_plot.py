@@ -132,7 +132,7 @@ def test_a_v1_run_is_a_point_of_its_own_beside_training_operator(
     assert [plot.api_version(r) for r in kept] == ["v2beta1", "v1"]
     row = results_table.table(kept).splitlines()[-1]
     assert "| v1 | training-operator |" in row
-    assert f"| 5.0 / {results_table.DASH} |" in row  # its jobs/s was not measured
+    assert f"| 5.00 / {results_table.DASH} |" in row  # its jobs/s was not measured
     assert "`bench/side_by_side.py --jobs 100 --operators ours training-operator" in row
     assert "--api-version v1 --threadiness 1`" in row
 
