@@ -1,8 +1,10 @@
-"""Benchmark: this operator and upstream's (kubeflow/mpi-operator, Go) side by side.
+"""Benchmark: this operator and upstream's (kubeflow/mpi-operator, Go) side by side, or
+training-operator's (v1.8.1) for kubeflow.org/v1 jobs.
 
     python bench/side_by_side.py [--jobs 60] [--workers 2] [--rounds 2] [--threadiness 2]
         [--kube-api-qps 5] [--kube-api-burst 10] [--upstream-binary PATH] [--out FILE]
-        [--operators ours upstream] [--no-restart]
+        [--operators ours upstream | --operators ours training-operator --api-version v1]
+        [--no-restart]
 
 One fresh local cluster (bench/create_jobs.py's, with an audit policy) serves every phase.
 A round runs each operator once, alone, in a namespace of its own (the order alternates between
@@ -18,7 +20,9 @@ ServiceAccount (bound to cluster-admin). A phase:
    for 5 s (its queue may hold syncs back for longer), then reads its CPU seconds and peak RSS
    from /proc (CPU per job: the CPU spent from just before the first job to then, over N), and
    counts its requests since its start in the API server's audit log: writes and reads per job
-   (Lease requests left out: they depend on time, not on jobs), 409 answers per job;
+   (Lease requests left out: they depend on time, not on jobs), 409 answers per job; beside
+   them each job's pods as a watch sees them added (pods/s, p99 submission to all of a job's
+   pods) and the API server's and etcd's CPU over the same stretch as the operator's;
 4. (unless ``--no-restart``) stops the operator, deletes every job's ConfigMap, and starts it
    again: the resync time is from the new process's start until all N ConfigMaps exist again
    (only a sync of each job brings its ConfigMap back);
