@@ -192,8 +192,9 @@ def render(results: Path, out: Path, workers: int = 2) -> Path:
         ]
         figure.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
         figure.suptitle(
-            "This operator (ours) beside upstream's (kubeflow/mpi-operator v0.8.2): "
-            "each point the mean of a run's rounds, bench/side_by_side.py"
+            "This operator (ours) beside upstream's (kubeflow/mpi-operator v0.8.2, v2beta1 jobs) "
+            "and training-operator v1.8.1 (v1 jobs): each point the mean of a run's rounds, "
+            "bench/side_by_side.py"
         )
         figure.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
     return out
