@@ -59,7 +59,7 @@ CONFLICTS = ("409", "")
 RECONCILES = ("reconciles", "")
 
 
-def job_manifest(name: str, workers: int) -> dict[str, Any]:
+def job_manifest(name: str, workers: int, version: str = VERSION) -> dict[str, Any]:
     def template(role: str) -> dict[str, Any]:
         return {
             "spec": {
@@ -77,7 +77,7 @@ def job_manifest(name: str, workers: int) -> dict[str, Any]:
         }
 
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": f"{GROUP}/{version}",
         "kind": "MPIJob",
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {

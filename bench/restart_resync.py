@@ -194,7 +194,7 @@ SETUP_ROWS: tuple[side_by_side.Row, ...] = (
 def table(setup: list[dict[str, Any]], restarts: list[dict[str, Any]]) -> str:
     return "\n".join(
         [
-            *side_by_side.COMPARISON_HEADER,
+            *side_by_side.comparison_header(),
             *side_by_side.comparison_rows(restarts, ROWS),
             *side_by_side.comparison_rows(setup, SETUP_ROWS),
         ]

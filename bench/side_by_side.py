@@ -1,8 +1,10 @@
-"""Benchmark: this operator and upstream's (kubeflow/mpi-operator, Go) side by side.
+"""Benchmark: this operator and upstream's (kubeflow/mpi-operator, Go) side by side, or
+training-operator's (v1.8.1) for kubeflow.org/v1 jobs.
 
     python bench/side_by_side.py [--jobs 60] [--workers 2] [--rounds 2] [--threadiness 2]
         [--kube-api-qps 5] [--kube-api-burst 10] [--upstream-binary PATH] [--out FILE]
-        [--operators ours upstream] [--no-restart]
+        [--operators ours upstream | --operators ours training-operator --api-version v1]
+        [--no-restart]
 
 One fresh local cluster (bench/create_jobs.py's, with an audit policy) serves every phase.
 A round runs each operator once, alone, in a namespace of its own (the order alternates between
@@ -18,7 +20,9 @@ ServiceAccount (bound to cluster-admin). A phase:
    for 5 s (its queue may hold syncs back for longer), then reads its CPU seconds and peak RSS
    from /proc (CPU per job: the CPU spent from just before the first job to then, over N), and
    counts its requests since its start in the API server's audit log: writes and reads per job
-   (Lease requests left out: they depend on time, not on jobs), 409 answers per job;
+   (Lease requests left out: they depend on time, not on jobs), 409 answers per job; beside
+   them each job's pods as a watch sees them added (pods/s, p99 submission to all of a job's
+   pods) and the API server's and etcd's CPU over the same stretch as the operator's;
 4. (unless ``--no-restart``) stops the operator, deletes every job's ConfigMap, and starts it
    again: the resync time is from the new process's start until all N ConfigMaps exist again
    (only a sync of each job brings its ConfigMap back);
@@ -42,8 +46,10 @@ with ``.svg`` (bench/side_by_side_plot.py; it redraws from FILE alone).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -52,6 +58,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -91,6 +98,8 @@ READ_VERBS = frozenset({"get", "list", "watch"})
 # Upstream's health server listens on this port of every interface, whatever its flags say.
 UPSTREAM_HEALTH_PORT = 8080
 QUIET_SECONDS = 5.0
+OPERATORS = ("ours", "upstream")
+TRAINING_OPERATOR = "training-operator"
 RESOURCE_OF_KIND = {
     "Service": SERVICES,
     "ConfigMap": CONFIGMAPS,
@@ -255,12 +264,41 @@ def upstream_command(binary: Path, kubeconfig: str, namespace: str, flags: Flags
     return [str(binary), f"--kubeConfig={kubeconfig}", *flags.common(namespace)]
 
 
-class Operator:
-    """One operator process; its log in ``log_dir``."""
+# training-operator's webhook certificate: the Secret its rotator fills (in its namespace,
+# MY_POD_NAMESPACE) and the directory its webhook server reads, not configurable, which a
+# kubelet fills from that Secret in a cluster.
+TRAINING_OPERATOR_SECRET = "training-operator-webhook-cert"
+TRAINING_OPERATOR_WEBHOOKS = "validator.training-operator.kubeflow.org"
+TRAINING_OPERATOR_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+BUILD_TRAINING_OPERATOR = REPO / "hack" / "cluster" / "build-training-operator.sh"
 
-    def __init__(self, label: str, command: list[str], log_path: Path) -> None:
+
+def training_operator_command(
+    binary: Path, namespace: str, flags: Flags, health_port: int
+) -> list[str]:
+    # Its MPIJob controller alone. No flag sets its client's QPS and burst (controller-runtime's
+    # 20 and 30) or its queue's rate; it elects no leader unless asked, and out of a cluster it
+    # could not (no namespace for its Lease): its /readyz says when it is ready.
+    return [
+        str(binary),
+        "--enable-scheme=mpijob",
+        f"--namespace={namespace}",
+        f"--controller-threads={flags.threadiness}",
+        "--metrics-bind-address=0",
+        f"--health-probe-bind-address={LOOPBACK}:{health_port}",
+        f"--webhook-server-port={localcluster.free_port()}",
+    ]
+
+
+class Operator:
+    """One operator process; its log in ``log_dir``; ``env`` added to the bench's environment
+    (whose KUBECONFIG it never inherits)."""
+
+    def __init__(
+        self, label: str, command: list[str], log_path: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.label = label
-        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"} | (env or {})
         self.started = time.time()
         self.started_monotonic = time.monotonic()
         with log_path.open("ab") as log:
@@ -286,12 +324,51 @@ class Operator:
                 self.process.wait(10)
 
 
+@dataclass(frozen=True)
+class Contender:
+    """An operator the bench runs: its command for a namespace, what it adds to the
+    environment, the kind of its ``<job>-launcher``, where it says it is ready (GET /readyz on
+    ``readyz_port``; without one, the Lease it acquires) and what a kubelet would do beside its
+    start (``beside``, in a thread)."""
+
+    label: str
+    command: Callable[[str], list[str]]
+    env: dict[str, str] = field(default_factory=dict)
+    launcher_kind: str = "Job"
+    readyz_port: int | None = None
+    beside: Callable[[], None] | None = None
+
+    def start(self, namespace: str, log_path: Path) -> Operator:
+        operator = Operator(self.label, self.command(namespace), log_path, self.env)
+        if self.beside:
+            threading.Thread(target=self.beside, daemon=True).start()
+        return operator
+
+
+def readyz_at(port: int, timeout: float) -> float:
+    """When (wall clock) GET /readyz on ``port`` first answers 200, waiting for it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/readyz", timeout=2) as answer:
+                if answer.status == 200:
+                    return time.time()
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"/readyz on port {port} not ready within {timeout:.0f} s")
+
+
 # --- the cluster side ---------------------------------------------------------------------
 
 
 class Cluster:
-    def __init__(self, admin_kubeconfig: str, work: Path) -> None:
+    def __init__(
+        self, admin_kubeconfig: str, work: Path, control_plane: dict[str, int] | None = None
+    ) -> None:
         self.admin_kubeconfig = admin_kubeconfig
+        # The pids of the API server and etcd, whose CPU a phase reads beside the operator's.
+        self.control_plane = control_plane or {}
         self.api = k8s_config.new_client_from_config(config_file=admin_kubeconfig)
         self.core = k8s.CoreV1Api(self.api)
         self.coordination = k8s.CoordinationV1Api(self.api)
@@ -372,6 +449,56 @@ class Cluster:
         }
         Path(self.operator_kubeconfig).write_text(yaml.safe_dump(config))
 
+    def ready_at(self, contender: Contender, namespace: str, timeout: float) -> float:
+        if contender.readyz_port is not None:
+            return readyz_at(contender.readyz_port, timeout)
+        return self.lease_acquired_at(namespace, timeout)
+
+    def launchers(self, contender: Contender) -> Callable[..., Any]:
+        """The list call of the kind of the contender's launchers."""
+        return (
+            self.batch.list_namespaced_job
+            if contender.launcher_kind == "Job"
+            else (self.core.list_namespaced_pod)
+        )
+
+    def control_plane_cpu(self) -> float:
+        """CPU seconds the API server and etcd have spent so far (NaN when their pids are not
+        known)."""
+        if not self.control_plane:
+            return float("nan")
+        return sum(create_jobs.cpu_seconds(pid) for pid in self.control_plane.values())
+
+    def serve_training_operator(self) -> None:
+        """What training-operator's install provides before it starts: the webhook
+        configuration its certificate rotator keeps current and the Secret it fills."""
+        webhooks = {"metadata": {"name": TRAINING_OPERATOR_WEBHOOKS}, "webhooks": []}
+        secret = k8s.V1Secret(metadata=k8s.V1ObjectMeta(name=TRAINING_OPERATOR_SECRET))
+        for create in (
+            lambda: k8s.AdmissionregistrationV1Api(
+                self.api
+            ).create_validating_webhook_configuration(webhooks),
+            lambda: self.core.create_namespaced_secret(SA_NAMESPACE, secret),
+        ):
+            try:
+                create()
+            except k8s.ApiException as error:
+                if error.status != 409:
+                    raise
+
+    def mount_webhook_certificate(self, timeout: float = 120) -> None:
+        """What the kubelet does for training-operator's pod: the Secret's files, once its
+        rotator has written them, in the directory its webhook server reads."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            data = self.core.read_namespaced_secret(TRAINING_OPERATOR_SECRET, SA_NAMESPACE).data
+            if data and "tls.crt" in data and "tls.key" in data:
+                TRAINING_OPERATOR_CERT_DIR.mkdir(parents=True, exist_ok=True)
+                for name, value in data.items():
+                    (TRAINING_OPERATOR_CERT_DIR / name).write_bytes(base64.b64decode(value))
+                return
+            time.sleep(0.05)
+
     def lease_acquired_at(self, namespace: str, timeout: float) -> float:
         """When the Lease in ``namespace`` was acquired (wall clock), waiting for it."""
         deadline = time.monotonic() + timeout
@@ -405,16 +532,18 @@ class Cluster:
                 return running
             time.sleep(2)
 
-    def submit_jobs(self, namespace: str, names: list[str], workers: int) -> dict[str, float]:
-        """Create the MPIJobs as fast as the API server takes them (8 threads); when each was
-        sent (monotonic), by name."""
+    def submit_jobs(
+        self, namespace: str, names: list[str], workers: int, version: str = VERSION
+    ) -> dict[str, float]:
+        """Create the MPIJobs (through API ``version``) as fast as the API server takes them (8
+        threads); when each was sent (monotonic), by name."""
         submitted: dict[str, float] = {}
 
         def submit(name: str) -> None:
-            manifest = create_jobs.job_manifest(name, workers)
+            manifest = create_jobs.job_manifest(name, workers, version)
             manifest["metadata"]["namespace"] = namespace
             submitted[name] = time.monotonic()
-            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, manifest)
+            self.custom.create_namespaced_custom_object(GROUP, version, namespace, PLURAL, manifest)
 
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(submit, names))
@@ -470,6 +599,59 @@ def watch_children(
     return seen, started, done
 
 
+# A pod's name is its job's with one of these after it: a worker's, upstream's and ours' launcher
+# (made by a Job: a random suffix), training-operator's launcher (a Pod of that name).
+POD_OF_JOB = re.compile(r"^(?P<job>.+)-(worker-\d+|launcher(-[a-z0-9]+)?)$")
+
+
+def watch_pods(
+    core: k8s.CoreV1Api, namespace: str, jobs: list[str], per_job: int, timeout: float
+) -> tuple[dict[str, float], threading.Event, threading.Event]:
+    """When (monotonic) the last of each job's ``per_job`` pods is ADDED, by job; events are
+    read as plain JSON (a typed pod costs the bench more CPU than the operator's sync)."""
+    wanted = set(jobs)
+    counts: Counter[str] = Counter()
+    complete: dict[str, float] = {}
+    started, done = threading.Event(), threading.Event()
+
+    def added(name: str) -> None:
+        match = POD_OF_JOB.match(name)
+        if match and match["job"] in wanted:
+            counts[match["job"]] += 1
+            if counts[match["job"]] == per_job:
+                complete[match["job"]] = time.monotonic()
+
+    def run() -> None:
+        stream = k8s_watch.Watch(return_type="object")
+        try:
+            listing = core.list_namespaced_pod(namespace, _preload_content=False)
+            listed = json.loads(listing.data)
+            for item in listed["items"]:
+                added(item["metadata"]["name"])
+            version = listed["metadata"]["resourceVersion"]
+            started.set()
+            end = time.monotonic() + timeout
+            while len(complete) < len(wanted) and time.monotonic() < end:
+                for event in stream.stream(
+                    core.list_namespaced_pod,
+                    namespace,
+                    resource_version=version,
+                    timeout_seconds=max(1, int(end - time.monotonic())),
+                ):
+                    version = event["raw_object"]["metadata"]["resourceVersion"]
+                    if event["type"] == "ADDED":
+                        added(event["raw_object"]["metadata"]["name"])
+                    if len(complete) >= len(wanted):
+                        break
+        finally:
+            stream.stop()
+            started.set()
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return complete, started, done
+
+
 @contextmanager
 def audited_cluster(name: str, nodes: int, work: Path) -> Iterator[tuple[Cluster, AuditLog]]:
     """A fresh local cluster logging the operators' requests, the MPIJob CRD installed and the
@@ -481,7 +663,10 @@ def audited_cluster(name: str, nodes: int, work: Path) -> Iterator[tuple[Cluster
     )
     try:
         create_jobs.install_crd(str(info.kubeconfig))
-        cluster = Cluster(str(info.kubeconfig), work)
+        control_plane = {
+            p.name: p.pid for p in info.processes if p.name in ("kube-apiserver", "etcd")
+        }
+        cluster = Cluster(str(info.kubeconfig), work, control_plane)
         cluster.make_operator_identity()
         yield cluster, AuditLog(localcluster.audit_log(name))
     finally:
@@ -514,48 +699,54 @@ class Bench:
     args: argparse.Namespace
 
 
-def run_phase(
-    label: str, command: Callable[[str], list[str]], namespace: str, bench: Bench
-) -> dict[str, Any]:
+def run_phase(contender: Contender, namespace: str, bench: Bench) -> dict[str, Any]:
     cluster, audit, args = bench.cluster, bench.audit, bench.args
     cluster.create_namespace(namespace)
     names = job_names(args.jobs)
     log_path = args.work / f"{namespace}.log"
-    print(f"--- {label} in {namespace}", file=sys.stderr)
+    print(f"--- {contender.label} in {namespace}", file=sys.stderr)
     offset_start = audit.offset()
-    operator = Operator(label, command(namespace), log_path)
+    operator = contender.start(namespace, log_path)
     try:
-        ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
+        ready_at = cluster.ready_at(contender, namespace, args.ready_timeout)
         start_to_ready = ready_at - operator.started
         time.sleep(2)  # the caches sync (an empty namespace)
         operator.check_alive()
         cpu_at_ready, _ = operator.usage()
+        control_plane_at_ready = cluster.control_plane_cpu()
 
         launched, watching, done = watch_children(
-            cluster.batch.list_namespaced_job, namespace, names, "-launcher", args.timeout
+            cluster.launchers(contender), namespace, names, "-launcher", args.timeout
+        )
+        pods_done, pods_watching, all_pods = watch_pods(
+            cluster.core, namespace, names, args.workers + 1, args.timeout
         )
         watching.wait(60)
+        pods_watching.wait(60)
         start = time.monotonic()
-        submitted = cluster.submit_jobs(namespace, names, args.workers)
+        submitted = cluster.submit_jobs(namespace, names, args.workers, args.api_version)
         done.wait(args.timeout)
+        all_pods.wait(args.timeout)
         finished = [n for n in names if n in launched]
         # Quiet is not enough: upstream's rate-limited queue can hold syncs back for longer.
         running = cluster.wait_running(namespace, len(names), args.settle_timeout)
         # From the process's start: its initial lists and watches are part of the cost.
         jobs_requests, cpu, rss = settled_usage(operator, audit, offset_start, args.settle_timeout)
+        control_plane = cluster.control_plane_cpu() - control_plane_at_ready
         operator.stop()
-        restarted = (
-            restart_without_configmaps(label, command, namespace, bench) if args.restart else {}
-        )
+        restarted = restart_without_configmaps(contender, namespace, bench) if args.restart else {}
     finally:
         operator.stop()
     cluster.delete_namespace(namespace, args.namespace_timeout)
 
     latencies = [launched[n] - submitted[n] for n in finished]
     span = max(launched[n] for n in finished) - start if finished else float("nan")
+    pods_latencies = [pods_done[n] - submitted[n] for n in names if n in pods_done]
+    pods_span = max(pods_done.values()) - start if pods_done else float("nan")
     count = len(names)
+    operator_cpu = cpu - cpu_at_ready
     return {
-        "operator": label,
+        "operator": contender.label,
         "namespace": namespace,
         "jobs": count,
         "jobs_with_all_children": len(finished),
@@ -572,8 +763,16 @@ def run_phase(
         "reads_by_kind_per_job": {
             kind: n / count for kind, n in sorted(jobs_requests.reads.items())
         },
+        "jobs_with_all_pods": len(pods_latencies),
+        "pods_per_second": len(pods_latencies) * (args.workers + 1) / pods_span,
+        "pods_latency_p99_s": (
+            create_jobs.percentile(pods_latencies, 0.99) if pods_latencies else float("nan")
+        ),
         "cpu_seconds": cpu,
-        "cpu_ms_per_job": 1000 * (cpu - cpu_at_ready) / count,
+        "cpu_ms_per_job": 1000 * operator_cpu / count,
+        # The API server's and etcd's CPU over the same stretch: every other client is idle.
+        "control_plane_cpu_seconds": control_plane,
+        "operator_cpu_share": operator_cpu / (operator_cpu + control_plane),
         "peak_rss_mib": rss,
         "start_to_ready_s": start_to_ready,
         **restarted,
@@ -581,7 +780,7 @@ def run_phase(
 
 
 def restart_without_configmaps(
-    label: str, command: Callable[[str], list[str]], namespace: str, bench: Bench
+    contender: Contender, namespace: str, bench: Bench
 ) -> dict[str, Any]:
     """Every job's ConfigMap deleted, the operator started again over the N jobs: each
     ConfigMap comes back only through its job's sync."""
@@ -601,9 +800,9 @@ def restart_without_configmaps(
     )
     watching.wait(60)
     offset_restart = audit.offset()
-    operator = Operator(label, command(namespace), args.work / f"{namespace}.log")
+    operator = contender.start(namespace, args.work / f"{namespace}.log")
     try:
-        restart_ready_at = cluster.lease_acquired_at(namespace, args.ready_timeout)
+        restart_ready_at = cluster.ready_at(contender, namespace, args.ready_timeout)
         resynced.wait(args.timeout)
         resync_done = [n for n in names if n in recreated]
         restart_requests, restart_cpu, restart_rss = settled_usage(
@@ -697,12 +896,24 @@ ROWS: tuple[Row, ...] = (
     ("operator CPU, start to settled (s)", "cpu_seconds", "{:.1f}"),
     ("CPU per job (ms)", "cpu_ms_per_job", "{:.1f}"),
     ("peak RSS (MiB)", "peak_rss_mib", "{:.0f}"),
+    ("pods/s created", "pods_per_second", "{:.1f}"),
+    ("p99 submission to all pods created (s)", "pods_latency_p99_s", "{:.2f}"),
+    ("API server and etcd CPU, jobs (s)", "control_plane_cpu_seconds", "{:.1f}"),
+    ("operator's share of the CPU", "operator_cpu_share", "{:.0%}"),
     ("start to ready (s)", "start_to_ready_s", "{:.2f}"),
     ("restart: start to ready (s)", "restart_start_to_ready_s", "{:.2f}"),
     ("restart: resync of N jobs (s)", "resync_s", "{:.2f}"),
     ("restart: peak RSS (MiB)", "restart_peak_rss_mib", "{:.0f}"),
 )
-COMPARISON_HEADER = ("| metric | ours | upstream | ours / upstream |", "|---|---|---|---|")
+
+
+def comparison_header(peer: str = "upstream") -> tuple[str, str]:
+    return (f"| metric | ours | {peer} | ours / {peer} |", "|---|---|---|---|")
+
+
+def peer_of(phases: list[dict[str, Any]]) -> str:
+    """The operator ours is compared with in these phases."""
+    return next((p["operator"] for p in phases if p["operator"] != "ours"), "upstream")
 
 
 def average(values: list[float]) -> float:
@@ -719,14 +930,15 @@ def of_operator(phases: list[dict[str, Any]], label: str) -> list[dict[str, Any]
 
 
 def comparison_rows(phases: list[dict[str, Any]], rows: tuple[Row, ...]) -> list[str]:
-    """``| title | ours | upstream | ours / upstream |`` for each row a phase measured (a run
-    with ``--no-restart`` has no restart rows): the means over each operator's phases and
-    their ratio."""
+    """``| title | ours | peer | ours / peer |`` for each row a phase measured (a run with
+    ``--no-restart`` has no restart rows): the means over each operator's phases and their
+    ratio."""
     lines = []
+    peer = peer_of(phases)
     for title, key, fmt in rows:
         if not any(key in p for p in phases):
             continue
-        a, b = (mean(of_operator(phases, who), key) for who in ("ours", "upstream"))
+        a, b = (mean(of_operator(phases, who), key) for who in ("ours", peer))
         ratio = f"{a / b:.2f}x" if b else "n/a"
         lines.append(f"| {title} | {fmt.format(a)} | {fmt.format(b)} | {ratio} |")
     return lines
@@ -736,19 +948,20 @@ def by_kind_table(phases: list[dict[str, Any]], column: str, parts: list[str], f
     """``| <column> | ours | upstream |``: each request kind (verb and resource) in the phases'
     ``parts`` (counts by kind), part after part, the mean over each operator's phases (a phase
     without the kind counts 0)."""
-    lines = [f"| {column} | ours | upstream |", "|---|---|---|"]
+    peer = peer_of(phases)
+    lines = [f"| {column} | ours | {peer} |", "|---|---|---|"]
     for part in parts:
         for kind in sorted({k for p in phases for k in p[part]}):
             a, b = (
                 average([p[part].get(kind, 0.0) for p in of_operator(phases, who)])
-                for who in ("ours", "upstream")
+                for who in ("ours", peer)
             )
             lines.append(f"| {kind} | {fmt.format(a)} | {fmt.format(b)} |")
     return "\n".join(lines)
 
 
 def table(phases: list[dict[str, Any]], ceiling: list[dict[str, Any]], writes: float) -> str:
-    lines = [*COMPARISON_HEADER, *comparison_rows(phases, ROWS)]
+    lines = [*comparison_header(peer_of(phases)), *comparison_rows(phases, ROWS)]
     # A whole job costs the API server the user's create and the operator's writes.
     per_job = writes + 1
     ours_rate = mean(of_operator(phases, "ours"), "jobs_per_second")
@@ -765,7 +978,8 @@ def table(phases: list[dict[str, Any]], ceiling: list[dict[str, Any]], writes: f
 def check(phases: list[dict[str, Any]]) -> list[str]:
     """Breaches of bench/thresholds.yaml's ``side_by_side`` limits (ours, mean of the rounds)."""
     limits = yaml.safe_load(create_jobs.THRESHOLDS.read_text())["side_by_side"]
-    ours, upstream = of_operator(phases, "ours"), of_operator(phases, "upstream")
+    peer = peer_of(phases)
+    ours, theirs = of_operator(phases, "ours"), of_operator(phases, peer)
     breaches = [
         f"{p['operator']} in {p['namespace']}: {what}"
         for p in phases
@@ -788,9 +1002,9 @@ def check(phases: list[dict[str, Any]]) -> list[str]:
     conflicts = mean(ours, "conflicts_per_job")
     if conflicts > limits["max_conflicts_per_job"]:
         breaches.append(f"409s per job {conflicts:.2f} > {limits['max_conflicts_per_job']}")
-    ratio = mean(ours, "jobs_per_second") / mean(upstream, "jobs_per_second")
-    if upstream and ratio < limits["min_jobs_per_second_ratio"]:
-        breaches.append(f"jobs/s {ratio:.2f}x upstream's < {limits['min_jobs_per_second_ratio']}x")
+    ratio = mean(ours, "jobs_per_second") / mean(theirs, "jobs_per_second")
+    if theirs and ratio < limits["min_jobs_per_second_ratio"]:
+        breaches.append(f"jobs/s {ratio:.2f}x {peer}'s < {limits['min_jobs_per_second_ratio']}x")
     return breaches
 
 
@@ -822,16 +1036,17 @@ def add_job_and_operator_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kube-api-burst", type=int, default=10)
 
 
-def add_bench_flags(parser: argparse.ArgumentParser, cluster_name: str) -> None:
-    """Which operators run, upstream's binary, the cluster and the waits: both benchmarks'."""
+def add_bench_flags(
+    parser: argparse.ArgumentParser, cluster_name: str, operators: tuple[str, ...] = OPERATORS
+) -> None:
+    """Which of ``operators`` run, upstream's binary, the cluster and the waits: both
+    benchmarks'."""
     parser.add_argument(
         "--upstream-binary",
         type=Path,
         help="upstream's mpi-operator binary (default: bench/build-upstream.sh builds it)",
     )
-    parser.add_argument(
-        "--operators", nargs="+", choices=["ours", "upstream"], default=["ours", "upstream"]
-    )
+    parser.add_argument("--operators", nargs="+", choices=operators, default=["ours", "upstream"])
     parser.add_argument("--cluster-name", default=cluster_name)
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--ready-timeout", type=float, default=120)
@@ -860,6 +1075,28 @@ def publish(report: dict[str, Any], out: Path | None, heading: str, flags: Flags
     print(f"{heading}, flags: {' '.join(flags.common('<ns>')[2:])}; {report['machine']}")
 
 
+def contender(label: str, cluster: Cluster, flags: Flags, args: argparse.Namespace) -> Contender:
+    """How the bench runs the operator named ``label`` (building a peer's binary when it is not
+    cached)."""
+    kubeconfig = cluster.operator_kubeconfig
+    if label == "ours":
+        return Contender(label, lambda ns: ours_command(kubeconfig, ns, flags))
+    if label == "upstream":
+        binary = args.upstream_binary or built(BUILD_UPSTREAM)
+        return Contender(label, lambda ns: upstream_command(binary, kubeconfig, ns, flags))
+    trainer = built(BUILD_TRAINING_OPERATOR)
+    cluster.serve_training_operator()
+    port = localcluster.free_port()
+    return Contender(
+        label,
+        lambda ns: training_operator_command(trainer, ns, flags, port),
+        env={"KUBECONFIG": kubeconfig, "MY_POD_NAMESPACE": SA_NAMESPACE},
+        launcher_kind="Pod",
+        readyz_port=port,
+        beside=cluster.mount_webhook_certificate,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=60)
@@ -878,7 +1115,13 @@ def main() -> int:
         default=[4, 16],
         help="concurrent clients (goroutines) of the raw ceiling (none: skip it)",
     )
-    add_bench_flags(parser, "side-by-side")
+    add_bench_flags(parser, "side-by-side", (*OPERATORS, TRAINING_OPERATOR))
+    parser.add_argument(
+        "--api-version",
+        choices=["v2beta1", "v1"],
+        default=VERSION,
+        help="the version the jobs are written through (training-operator serves v1 alone)",
+    )
     parser.add_argument(
         "--restart",
         action=argparse.BooleanOptionalAction,
@@ -894,7 +1137,10 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    binary = args.upstream_binary or built(BUILD_UPSTREAM)
+    if (TRAINING_OPERATOR in args.operators) != (args.api_version == "v1"):
+        parser.error("training-operator serves v1 jobs alone: give it --api-version v1")
+    if "upstream" in args.operators and args.api_version == "v1":
+        parser.error("upstream (v0.8.2) serves v2beta1 jobs alone")
     ceiling_binary = built(BUILD_CEILING)
     flags = Flags(
         args.threadiness,
@@ -909,12 +1155,9 @@ def main() -> int:
     ceiling: list[dict[str, Any]] = []
     with audited_cluster(args.cluster_name, nodes, args.work) as (cluster, audit):
         bench = Bench(cluster, audit, args)
-        commands: dict[str, Callable[[str], list[str]]] = {
-            "ours": lambda ns: ours_command(cluster.operator_kubeconfig, ns, flags),
-            "upstream": lambda ns: upstream_command(binary, cluster.operator_kubeconfig, ns, flags),
-        }
+        contenders = {label: contender(label, cluster, flags, args) for label in args.operators}
         for round_number, label in interleaved(args.operators, args.rounds):
-            phase = run_phase(label, commands[label], f"{label}-{round_number}", bench)
+            phase = run_phase(contenders[label], f"{label}-{round_number}", bench)
             print(json.dumps(phase), file=sys.stderr)
             phases.append(phase)
         for clients in args.ceiling_clients:
@@ -924,7 +1167,8 @@ def main() -> int:
         "jobs": args.jobs,
         "workers_per_job": args.workers,
         "rounds": args.rounds,
-        "upstream_binary": str(binary),
+        "api_version": args.api_version,
+        "binaries": {c.label: c.command("<namespace>")[0] for c in contenders.values()},
         "machine": machine(),
         "phases": phases,
         "ceiling": ceiling,

@@ -26,14 +26,27 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "side-by-side.json"
-OPERATORS = ("ours", "upstream")
+OPERATORS = ("ours", "upstream", "training-operator")
 # Each panel: the figure's key in a run's means, its title.
 PANELS = (
     ("jobs_per_second", "jobs/s (higher is better)"),
     ("cpu_ms_per_job", "CPU per job, ms (lower is better)"),
     ("peak_rss_mib", "peak RSS, MiB (lower is better)"),
 )
-COLOURS = {"ours": "#1f77b4", "upstream": "#ff7f0e"}
+# The other figures a run keeps, for the table of current results (bench/results_table.py).
+KEPT = (
+    "latency_p50_s",
+    "latency_p99_s",
+    "writes_per_job",
+    "conflicts_per_job",
+    "start_to_ready_s",
+    "restart_start_to_ready_s",
+    "resync_s",
+    "pods_per_second",
+    "pods_latency_p99_s",
+    "operator_cpu_share",
+)
+COLOURS = {"ours": "#1f77b4", "upstream": "#ff7f0e", "training-operator": "#2ca02c"}
 STYLES = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1, 1, 1))))
 
 
@@ -76,6 +89,7 @@ def summary(report: dict[str, Any], setting: str) -> dict[str, Any]:
         "jobs": report["jobs"],
         "workers_per_job": report["workers_per_job"],
         "rounds": report["rounds"],
+        "api_version": report.get("api_version", "v2beta1"),
         "flags": report["flags"],
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "commit": source_commit(),
@@ -86,15 +100,24 @@ def summary(report: dict[str, Any], setting: str) -> dict[str, Any]:
         if not phases:
             continue
         means = {}
-        for key, _ in PANELS:
+        for key in [k for k, _ in PANELS] + list(KEPT):
             values = [p[key] for p in phases if math.isfinite(p.get(key, math.nan))]
-            means[key] = round(statistics.fmean(values), 3) if values else None
+            if values or key not in KEPT:
+                means[key] = round(statistics.fmean(values), 3) if values else None
         run[operator] = means
     return run
 
 
+def api_version(run: dict[str, Any]) -> str:
+    """The version a run's jobs were written through (runs before it was kept: v2beta1)."""
+    version: str = run.get("api_version", "v2beta1")
+    return version
+
+
 def same_point(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return all(a[key] == b[key] for key in ("setting", "jobs", "workers_per_job"))
+    return api_version(a) == api_version(b) and all(
+        a[key] == b[key] for key in ("setting", "jobs", "workers_per_job")
+    )
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -161,15 +184,17 @@ def render(results: Path, out: Path, workers: int = 2) -> Path:
             ax.yaxis.set_major_formatter(FuncFormatter(plain))
             ax.yaxis.set_minor_formatter(FuncFormatter(plain_at_2_and_5))
             ax.grid(True, which="both", linewidth=0.3)
-        handles = [Line2D([], [], color=COLOURS[o], linewidth=2, label=o) for o in OPERATORS]
+        shown = [o for o in OPERATORS if any(r.get(o) for rs in groups.values() for r in rs)]
+        handles = [Line2D([], [], color=COLOURS[o], linewidth=2, label=o) for o in shown]
         handles += [
             Line2D([], [], color="gray", marker=marker, linestyle=line, label=setting)
             for (marker, line), setting in zip(STYLES, groups, strict=False)
         ]
         figure.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
         figure.suptitle(
-            "This operator (ours) beside upstream's (kubeflow/mpi-operator v0.8.2): "
-            "each point the mean of a run's rounds, bench/side_by_side.py"
+            "This operator (ours) beside upstream's (kubeflow/mpi-operator v0.8.2, v2beta1 jobs) "
+            "and training-operator v1.8.1 (v1 jobs): each point the mean of a run's rounds, "
+            "bench/side_by_side.py"
         )
         figure.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
     return out

@@ -34,8 +34,18 @@ DEFAULT_NODE_GPU = 0
 DEFAULT_NODE_PODS = "110"
 
 
+FAKE_NODE_DISK = "1Ti"
+
+
 def node_manifest(name: str, cpu: str, memory: str, gpu: int, pods: str) -> dict[str, Any]:
-    res: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": pods}
+    # A kubelet reports its disk as well; a pod asking for some (training-operator's launcher
+    # does) is unschedulable on a node without it.
+    res: dict[str, str] = {
+        "cpu": cpu,
+        "memory": memory,
+        "pods": pods,
+        "ephemeral-storage": FAKE_NODE_DISK,
+    }
     if gpu:
         res["nvidia.com/gpu"] = str(gpu)
     return {

@@ -111,3 +111,38 @@ def test_the_committed_plot_is_drawn_from_the_committed_results(
         "docs/side-by-side.svg is not the plot of docs/side-by-side.json: "
         "run .venv/bin/python bench/side_by_side_plot.py"
     )
+
+
+@pytest.fixture(scope="module")
+def results_table(plot: ModuleType) -> ModuleType:
+    return importlib.import_module("results_table")
+
+
+def test_a_v1_run_is_a_point_of_its_own_beside_training_operator(
+    plot: ModuleType, results_table: ModuleType, tmp_path: Path
+) -> None:
+    results = tmp_path / "results.json"
+    v2 = {**run("a", 100), "date": "today", "flags": []}
+    v1 = {**run("a", 100), "api_version": "v1", "date": "today"}
+    v1["flags"] = ["--namespace=<ns>", "--threadiness=1"]
+    v1["training-operator"] = v1.pop("upstream")
+    plot.record(results, v2)
+    plot.record(results, v1)
+    kept = json.loads(results.read_text())["runs"]
+    assert [plot.api_version(r) for r in kept] == ["v2beta1", "v1"]
+    row = results_table.table(kept).splitlines()[-1]
+    assert "| v1 | training-operator |" in row
+    assert f"| 5.00 / {results_table.DASH} |" in row  # its jobs/s was not measured
+    assert "`bench/side_by_side.py --jobs 100 --operators ours training-operator" in row
+    assert "--api-version v1 --threadiness 1`" in row
+
+
+def test_performance_md_opens_with_the_table_of_the_committed_results(
+    results_table: ModuleType,
+) -> None:
+    doc = (DOCS / "performance.md").read_text()
+    current = results_table.rewrite(
+        doc, results_table.table(results_table.side_by_side_plot.load(DOCS / "side-by-side.json"))
+    )
+    assert current == doc, "run .venv/bin/python bench/results_table.py"
+    assert doc.index(results_table.BEGIN) < doc.index("## Method")
