@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.defaults import DefaultedMPIJob
+
+if TYPE_CHECKING:
+    # The models load with a strategy's module: flag parsing and the Lease need none of them.
+    from mpi_operator.api.defaults import DefaultedMPIJob
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired.kinds import CHILD_KINDS, JOB, POD
 from mpi_operator.operator.capacity import WAITING, capacity_informers, index_waiting
+from mpi_operator.operator.mpijobs import MPIJOBS
 from mpi_operator.runtime.client import PRIORITY_CLASSES, Client, Resource
 from mpi_operator.runtime.informer import Informer
 from mpi_operator.runtime.objects import Object, controller_ref, make_key
@@ -37,7 +38,6 @@ from mpi_operator.runtime.store import (
     index_by_namespaced_label,
 )
 
-MPIJOBS: Final = Resource(*c.MPIJOB_RESOURCE, namespaced=True, kind=c.KIND)
 OPERATOR_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
 INDEX_JOB_NAME: Final = "job-name"
 # Gang objects by the gang inputs (``plural/name``) the strategy reads for them.
