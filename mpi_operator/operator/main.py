@@ -1,9 +1,10 @@
-"""The operator process: clients, probes, leader election, informers, workers, shutdown.
+"""The operator process: client, probes, leader election, shutdown.
 
 The start-up order follows upstream's: metrics first (every replica serves them), then a check
-that the CRD is installed, then the health server, then the Lease; only the leader builds the
-caches and runs the workers, caching the gang scheduler's kinds only while the API server
-serves them all (``served``), so a missing PodGroup CRD never holds readiness back. SIGTERM
+that the CRD is installed, then the health server, then the Lease; only the leader imports and
+builds the caches and runs the workers (``leading``), caching the gang scheduler's kinds only
+while the API server serves them all (``served``), so a missing PodGroup CRD never holds
+readiness back. SIGTERM
 and SIGINT stop everything cleanly: workers finish their current key, events are flushed and
 the Lease is handed back for a standby to take at once.
 """
