@@ -1,8 +1,9 @@
 """The leader's work: caches, queue, workers, built once the Lease is held.
 
 Apart from the process around it (``main``), as upstream builds its caches only once it leads:
-the controller, the MPIJob models and the caches' modules load after the Lease is taken, so a
-start, a restart and a failover hold the Lease without waiting for them.
+this module loads after the Lease is taken, and the sync's own modules (the MPIJob models, the
+controller) while the caches list, so a start, a restart and a failover hold the Lease without
+waiting for them, and the lists do not wait for them either.
 """
 
 from __future__ import annotations
@@ -27,9 +28,7 @@ from mpi_operator.operator.caches import (
 from mpi_operator.operator.capacity import Change, NudgeSchedule, gangs_to_nudge, watch_capacity
 from mpi_operator.operator.mpijobs import MPIJOBS
 from mpi_operator.operator.options import Options
-from mpi_operator.operator.reconciler import RECONCILER_NAME, MPIJobReconciler, SyncError
 from mpi_operator.operator.served import describe_unserved, unserved_kinds, watch_served
-from mpi_operator.operator.writer import ApiWriter
 from mpi_operator.runtime.client import ApiError, Client, Resource
 from mpi_operator.runtime.controller import Controller
 from mpi_operator.runtime.echoes import OwnWrites
@@ -42,6 +41,7 @@ from mpi_operator.runtime.workqueue import RateLimitingQueue
 log = logging.getLogger("mpi_operator")
 
 EVENT_COMPONENT: Final = "mpi-job-controller"
+RECONCILER_NAME: Final = "mpijob"
 # Allocations between young collections (CPython's default is 700).
 YOUNG_COLLECTION_THRESHOLD: Final = 10_000
 CHILD_EVENTS_QUIET: Final = 1.0
@@ -72,9 +72,6 @@ class Operator:
     def run(self, stop: threading.Event) -> None:
         """Lead until ``stop``: caches built for the kinds the API server serves, built again
         whenever that changes (a gang scheduler's CRD installed or removed)."""
-        # Once leading, not at start: the full collection it begins with is CPU a standby
-        # and the Lease's acquisition need not wait for.
-        tune_garbage_collector()
         options, client = self.options, self.client
         if not gang_kinds_of(self.gang):
             self._run_caches(stop, ())
@@ -134,28 +131,36 @@ class Operator:
         recorder = EventRecorder(ClientEventSink(client), EVENT_COMPONENT)
         # Writes of one sync that do not depend on each other (worker pods) go out together.
         pool = ThreadPoolExecutor(self.write_threads, "writes")
-        reconciler = MPIJobReconciler(
-            caches,
-            ApiWriter(client, resources_for(self.gang)),
-            recorder,
-            self.gang,
-            options.static_facts(),
-            pool=pool,
-            nudges=nudges,
-            own_writes=own_writes,
-            failure_log_tail=options.failure_log_tail,
-            unserved=unserved,
-        )
-        controller = Controller(
-            RECONCILER_NAME,
-            queue,
-            reconciler,
-            options.threadiness,
-            quiet_errors=(ApiError, SyncError),
-        )
         for informer in caches.started:
             informer.start()
         try:
+            # Imported while the caches list: the sync's modules (the models, the controller)
+            # are most of the import time, and the lists mostly wait on the API server.
+            from mpi_operator.operator.reconciler import MPIJobReconciler, SyncError
+            from mpi_operator.operator.writer import ApiWriter
+
+            # Once leading and the modules loaded, not at start: the full collection it begins
+            # with is CPU a standby and the Lease's acquisition need not wait for.
+            tune_garbage_collector()
+            reconciler = MPIJobReconciler(
+                caches,
+                ApiWriter(client, resources_for(self.gang)),
+                recorder,
+                self.gang,
+                options.static_facts(),
+                pool=pool,
+                nudges=nudges,
+                own_writes=own_writes,
+                failure_log_tail=options.failure_log_tail,
+                unserved=unserved,
+            )
+            controller = Controller(
+                RECONCILER_NAME,
+                queue,
+                reconciler,
+                options.threadiness,
+                quiet_errors=(ApiError, SyncError),
+            )
             while not stop.is_set() and not wait_for_cache_sync(caches.all, timeout=5.0):
                 log.info("waiting for caches to sync")
             if stop.is_set():

@@ -26,7 +26,6 @@ from mpi_operator.runtime.objects import Object, make_key, split_key
 
 log = logging.getLogger(__name__)
 
-RECONCILER_NAME: Final = "mpijob"
 """The reconciler's name in logs and in controller-runtime's metrics (``controller=...``)."""
 
 

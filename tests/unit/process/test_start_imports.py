@@ -1,17 +1,12 @@
-"""What the operator imports before it holds the Lease: the process, its client and the
-election, none of the leader's work (the models, the controller, the caches)."""
+"""What the operator imports before it holds the Lease, and before its caches list: the process,
+its client and the election first; the caches next; the sync's modules (the MPIJob models, the
+controller) only while the caches list."""
 
 import subprocess
 import sys
 
-# Each loads only once leading: the MPIJob models (pydantic), the sync and its caches.
-LEADER_ONLY = (
-    "pydantic",
-    "mpi_operator.api.v2beta1",
-    "mpi_operator.controller.plan",
-    "mpi_operator.operator.caches",
-    "mpi_operator.operator.leading",
-)
+# The sync's own modules: pydantic and the models, the plan.
+SYNC_ONLY = ("pydantic", "mpi_operator.api.v2beta1", "mpi_operator.controller.plan")
 
 
 def _modules_after(code: str) -> set[str]:
@@ -27,9 +22,11 @@ def _modules_after(code: str) -> set[str]:
 def test_the_start_imports_none_of_the_leaders_work() -> None:
     started = _modules_after("import mpi_operator.cli, mpi_operator.operator.main")
     assert "mpi_operator.runtime.leader" in started
-    assert set(LEADER_ONLY) & started == set()
+    leaders = {"mpi_operator.operator.leading", "mpi_operator.operator.caches", *SYNC_ONLY}
+    assert leaders & started == set()
 
 
-def test_leading_imports_them() -> None:
+def test_the_caches_start_before_the_sync_modules_load() -> None:
     leading = _modules_after("import mpi_operator.operator.leading")
-    assert set(LEADER_ONLY) <= leading
+    assert "mpi_operator.operator.caches" in leading
+    assert set(SYNC_ONLY) & leading == set()
