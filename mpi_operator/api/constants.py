@@ -64,7 +64,7 @@ RESTART_POLICY_ON_FAILURE: Final = "OnFailure"
 RESTART_POLICIES: Final = (RESTART_POLICY_NEVER, RESTART_POLICY_ON_FAILURE)
 RESTART_POLICY_ALWAYS: Final = "Always"
 RESTART_POLICY_EXIT_CODE: Final = "ExitCode"
-# What kubeflow.org/v1 allows, for jobs that follow its rules (TRANSPORT_KUBECTL_EXEC).
+# What a request through kubeflow.org/v1 may set (api/rules.py).
 V1_RESTART_POLICIES: Final = (
     RESTART_POLICY_ALWAYS,
     RESTART_POLICY_EXIT_CODE,

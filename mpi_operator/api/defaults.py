@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.rules import creating_api
 from mpi_operator.api.v2beta1 import APIModel, MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
 
 _Narrowed = TypeVar("_Narrowed", bound=APIModel)
@@ -31,7 +32,9 @@ class DefaultedMPIJob(MPIJob):
 
     @property
     def uses_ssh(self) -> bool:
-        """SSH, kubeflow/mpi-operator's transport; otherwise kubectl exec, training-operator's."""
+        """SSH, kubeflow/mpi-operator's transport; otherwise kubectl exec, training-operator's.
+        For the checks of ``validation`` and ``accounts`` that differ by transport, as the
+        CRD's rules do; everything else asks the job's ``desired.transports.Transport``."""
         return self.spec.transport != c.TRANSPORT_KUBECTL_EXEC
 
 
@@ -67,9 +70,7 @@ def fill_in_defaults(job: MPIJob) -> DefaultedMPIJob:
     if replica_specs is not None:
         launcher = replica_specs.get(c.LAUNCHER)
         if launcher is not None:
-            # training-operator's default for the launcher is Never, like the workers'.
-            exec_launcher = spec.transport == c.TRANSPORT_KUBECTL_EXEC
-            restart = c.RESTART_POLICY_NEVER if exec_launcher else c.RESTART_POLICY_ON_FAILURE
+            restart = creating_api(job).launcher_restart_policy
             _default_replica(launcher, restart, replicas=1)
         worker = replica_specs.get(c.WORKER)
         if worker is not None:

@@ -30,6 +30,7 @@ from mpi_operator.api.pod_template import (
     resource_list_errors,
     template_errors,
 )
+from mpi_operator.api.rules import declared_versions, restart_policies
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, crd_keywords, integer_maximum
 
 
@@ -61,13 +62,15 @@ def _parsed(obj: object, *, within_bounds: bool) -> MPIJob:
 
 
 def parse_with_defaults_and_errors(
-    obj: object, *, within_bounds: bool = False
+    obj: object, *, within_bounds: bool = False, admitted_at: tuple[str, ...] | None = None
 ) -> tuple[DefaultedMPIJob, list[FieldError]]:
     """:func:`parse_mpijob` of ``obj``, then :func:`with_defaults_and_errors` of the job,
     without copying it (nothing else holds it); raises InvalidMPIJobError. ``within_bounds``:
-    the caller found ``obj`` within the document limits (``bounds.values_within_bounds``)."""
+    the caller found ``obj`` within the document limits (``bounds.values_within_bounds``).
+    ``admitted_at``: the versions whose per-version rules apply (``rules.STORED`` for an
+    object read back from the API server); by default the one ``obj`` declares."""
     defaulted = fill_in_defaults(_parsed(obj, within_bounds=within_bounds))
-    return defaulted, list(_errors(defaulted))
+    return defaulted, list(_errors(defaulted, admitted_at or declared_versions(defaulted)))
 
 
 def validate(job: MPIJob) -> list[FieldError]:
@@ -79,7 +82,7 @@ def with_defaults_and_errors(job: MPIJob) -> tuple[DefaultedMPIJob, list[FieldEr
     """:func:`with_defaults` of ``job`` and :func:`validate` of it, from one copy of the job
     (a sync needs both, and the deep copy is the expensive part)."""
     defaulted = with_defaults(job)
-    return defaulted, list(_errors(defaulted))
+    return defaulted, list(_errors(defaulted, declared_versions(defaulted)))
 
 
 def load_valid_mpijob(obj: object) -> DefaultedMPIJob:
@@ -90,12 +93,12 @@ def load_valid_mpijob(obj: object) -> DefaultedMPIJob:
     return job
 
 
-def _errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
+def _errors(job: DefaultedMPIJob, admitted_at: tuple[str, ...]) -> Iterator[FieldError]:
     yield from _metadata_errors(job)
     yield from _unknown_field_errors(job)
     spec = job.spec
     yield from _maximum_errors(job)
-    yield from _replica_specs_errors(job)
+    yield from _replica_specs_errors(job, restart_policies(admitted_at))
     if spec.slots_per_worker is not None and spec.slots_per_worker < 0:
         yield FieldError("spec.slotsPerWorker", "must be greater than or equal to 0")
     run_policy = spec.run_policy
@@ -215,7 +218,9 @@ def _maximum_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
                 )
 
 
-def _replica_specs_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
+def _replica_specs_errors(
+    job: DefaultedMPIJob, allowed_restarts: tuple[str, ...]
+) -> Iterator[FieldError]:
     specs = job.spec.mpi_replica_specs
     base = "spec.mpiReplicaSpecs"
     if not specs:
@@ -232,13 +237,13 @@ def _replica_specs_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
         yield FieldError(f"{base}[{c.LAUNCHER}]", "must have Launcher replica spec")
     else:
         path = f"{base}[{c.LAUNCHER}]"
-        yield from _replica_errors(path, launcher, job, c.LAUNCHER)
+        yield from _replica_errors(path, launcher, job, c.LAUNCHER, allowed_restarts)
         if launcher.replicas is not None and launcher.replicas != 1:
             yield FieldError(f"{path}.replicas", "must be 1")
     worker = specs.get(c.WORKER)
     if worker is not None:
         path = f"{base}[{c.WORKER}]"
-        yield from _replica_errors(path, worker, job, c.WORKER)
+        yield from _replica_errors(path, worker, job, c.WORKER, allowed_restarts)
         if worker.replicas is None:
             yield FieldError(f"{path}.replicas", "must define number of replicas (at least 1)")
         elif worker.replicas < 1:
@@ -246,10 +251,9 @@ def _replica_specs_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
 
 
 def _replica_errors(
-    path: str, spec: ReplicaSpec, job: DefaultedMPIJob, role: str
+    path: str, spec: ReplicaSpec, job: DefaultedMPIJob, role: str, allowed_restarts: tuple[str, ...]
 ) -> Iterator[FieldError]:
-    allowed = c.RESTART_POLICIES if job.uses_ssh else c.V1_RESTART_POLICIES
-    yield from _one_of(f"{path}.restartPolicy", spec.restart_policy, allowed)
+    yield from _one_of(f"{path}.restartPolicy", spec.restart_policy, allowed_restarts)
     yield from template_errors(f"{path}.template", spec.template, _operator_mounts(job, role))
     if not account_is_replaced(job, role):
         yield from launcher_account_errors(f"{path}.template", spec.template)

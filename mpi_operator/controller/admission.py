@@ -23,6 +23,7 @@ from mpi_operator.api.bounds import MAX_VALUES, values_within_bounds
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError, InvalidMPIJobError
+from mpi_operator.api.rules import STORED
 from mpi_operator.api.v2beta1 import JobStatus
 from mpi_operator.api.validation import parse_with_defaults_and_errors
 from mpi_operator.desired.objects import render_errors
@@ -51,7 +52,11 @@ def admit(
 ) -> Admission:
     """``within_bounds``: the caller found ``obj`` within the document limits."""
     try:
-        job, errors = parse_with_defaults_and_errors(obj, within_bounds=within_bounds)
+        # The cache holds the stored object, which passed the rules of the version it was
+        # written at.
+        job, errors = parse_with_defaults_and_errors(
+            obj, within_bounds=within_bounds, admitted_at=STORED
+        )
     except InvalidMPIJobError as error:
         return Admission(None, error.errors)
     managed_by = job.spec.run_policy.managed_by

@@ -35,6 +35,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import is_controlled_by, is_terminating, metadata_of
+from mpi_operator.api.rules import creating_api
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.controller.admission import Admission, admit
 from mpi_operator.controller.conditions import (
@@ -74,17 +75,23 @@ from mpi_operator.desired.kinds import (
     ROLE_BINDING,
     SECRET,
     SERVICE,
+    Child,
     Verb,
 )
-from mpi_operator.desired.kubectl_exec import KEPT_CURRENT, REVOKED, exec_access, granted_pods
 from mpi_operator.desired.launcher import (
     launcher_pod_template,
     new_launcher_job,
     template_sets_restart_policy,
 )
-from mpi_operator.desired.objects import Child, children
-from mpi_operator.desired.service import new_service
-from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
+from mpi_operator.desired.objects import children
+from mpi_operator.desired.transports import revocation_of, transport_of
+from mpi_operator.desired.transports.kubectl_exec import KEPT_CURRENT, exec_access, granted_pods
+from mpi_operator.desired.transports.ssh import (
+    SSHKeyPair,
+    generate_ssh_key_pair,
+    new_service,
+    new_ssh_secret,
+)
 from mpi_operator.desired.workers import new_worker_pod
 
 # Writes that do not depend on each other (see Action.batch). The Service, ConfigMap and
@@ -213,8 +220,8 @@ class _Sync:
         self.workers: list[dict[str, Any]] = []
         # Worker names this sync deletes: free for anyone to take, so granted nothing on.
         self.withdrawn: set[str] = set()
-        # Whether this sync deleted the launcher's RoleBinding before touching its workers.
-        self.binding_revoked = False
+        # What this sync deleted of the launcher's exec access before touching its workers.
+        self.revoked_early: set[tuple[str, str]] = set()
         # Set when the job's gang needs kinds the API server does not serve.
         self.gang_unserved: GangState | None = None
         self.failures = WorkerFailures()
@@ -246,7 +253,7 @@ class _Sync:
         if launcher is not None and not done:
             self._sync_launcher_suspension(launcher, workers)
         if self.suspended:
-            if not self._clean_up_workers() or not self._revoke_exec_access():
+            if not self._clean_up_workers() or not self._revoke_grants():
                 return self.plan
             workers = []
         launcher_pods = self.view.launcher_pods(launcher) if launcher is not None else []
@@ -281,7 +288,7 @@ class _Sync:
         self.plan.requeue_after = left
         if self.ctx.gang is not None:
             self._observe_gang(self.ctx.gang, placed_only=True)
-        if not self._stop_launcher() or not self._revoke_exec_access():
+        if not self._stop_launcher() or not self._revoke_grants():
             return self.plan
         if not self._expire_launcher():
             return self.plan
@@ -447,7 +454,7 @@ class _Sync:
             # The API server checks a new binding against its Role's rules (no one may grant
             # more than they hold), so the binding waits until the Role exists.
             batch = "" if resource == ROLE_BINDING.plural else SHARED_OBJECTS
-            revoked = resource == ROLE_BINDING.plural and self.binding_revoked
+            revoked = (resource, name) in self.revoked_early
             current = None if revoked else self.view.get(resource, self.ns, name)
             if current is None:
                 self._write("create", resource, name, desired, batch=batch)
@@ -459,14 +466,14 @@ class _Sync:
                 updated = copy.deepcopy(current)
                 updated.update({key: desired[key] for key in fields})
                 self._write("update", resource, name, updated, batch=batch)
-        return bool(granted) or self._revoke_exec_access()
+        return bool(granted) or self._revoke_grants()
 
     def _revoke_stale_grant(self) -> bool:
         """Before any worker is written: when the launcher's Role names a pod that the caches
         no longer show as the job's own (deleted, or taken by someone else since), its binding
         goes first. A create that then meets someone else's pod of that name stops the sync
         with nothing of theirs granted; otherwise the exec access step binds the Role again."""
-        if self.job.uses_ssh:
+        if Child.EXEC_ACCESS not in transport_of(self.job).after_workers:
             return True
         name = names.launcher_access_name(self.job)
         role = self.view.get(ROLE.plural, self.ns, name)
@@ -483,17 +490,18 @@ class _Sync:
         if granted_pods(role) <= proven:
             return True
         self._write("delete", ROLE_BINDING.plural, name)
-        self.binding_revoked = True
+        self.revoked_early.add((ROLE_BINDING.plural, name))
         return True
 
-    def _revoke_exec_access(self) -> bool:
-        """Take away the launcher's exec rights once the job no longer runs (finished or
-        suspended) or has no worker to exec into; a resumed job gets them again."""
-        if self.job.uses_ssh:
+    def _revoke_grants(self) -> bool:
+        """Take away what the transport grants while the job runs (the launcher's exec rights)
+        once the job no longer runs (finished or suspended) or has no worker to reach; a
+        resumed job gets them again."""
+        revocation = revocation_of(transport_of(self.job))
+        if revocation is None:
             return True
-        name = names.launcher_access_name(self.job)
-        revoked = REVOKED[1:] if self.binding_revoked else REVOKED
-        return self._delete_owned([(resource, name) for resource in revoked])
+        revoked = revocation.revoked(self.job)
+        return self._delete_owned([obj for obj in revoked if obj not in self.revoked_early])
 
     def _delete_owned(self, objects: Sequence[tuple[str, str]]) -> bool:
         """Delete each (resource, name) that is cached; False, deleting nothing more, at the
@@ -572,9 +580,8 @@ class _Sync:
         ):
             return
         conditions = self.status.setdefault("conditions", [])
-        if state.scheduled and not self.job.uses_ssh:
-            # kubeflow.org/v1 readers (Flyte) take the newest True condition for the job's
-            # phase and know no GangScheduled: a placed gang's condition goes, its event stays.
+        if state.scheduled and not creating_api(self.job).shows_gang_scheduled:
+            # A placed gang's condition goes, its event stays.
             if remove_condition(conditions, c.CONDITION_GANG_SCHEDULED):
                 self.plan.events.append(Event(NORMAL, state.reason, state.message))
             return

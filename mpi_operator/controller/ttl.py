@@ -1,6 +1,6 @@
 """``runPolicy.ttlSecondsAfterFinished``, which means what each API's own operator made of it.
 
-- A ``kubeflow.org/v1`` job (KubectlExec, the transport that API defaults) is deleted that
+- A ``kubeflow.org/v1`` job (``api.rules.creating_api``) is deleted that
   long after its ``completionTime``, as training-operator deletes it (Flyte relies on it). The
   deadline is read from the job's own status, not from anything the operator remembers, so a
   restarted operator deletes on time what an earlier one saw finish.
@@ -15,12 +15,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.rules import creating_api
 
 
 def deletes_the_job(job: DefaultedMPIJob) -> bool:
     """Whether the TTL deletes the MPIJob itself (kubeflow.org/v1's rule), or only its launcher
     Job (kubeflow.org/v2beta1's)."""
-    return not job.uses_ssh
+    return creating_api(job).ttl_deletes_the_job
 
 
 def launcher_ttl(job: DefaultedMPIJob) -> int | None:

@@ -1,10 +1,8 @@
-"""The job's ConfigMap: the static hostfile and the discover_hosts.sh script (and, over
-kubectl exec, mpirun's remote shell, kubexec.sh).
+"""The job's ConfigMap: the static hostfile, the discover_hosts.sh script and the
+transport's scripts (kubectl exec's remote shell, kubexec.sh).
 
 The hostfile lists every host the spec asks for; discover_hosts.sh lists the hosts that
-are running right now, for Elastic Horovod's host discovery. Over SSH a host is the pod's
-name in the job's Service domain; over kubectl exec it is the pod's name, which kubexec.sh
-is given.
+are running right now, for Elastic Horovod's host discovery. The transport names the hosts.
 """
 
 from __future__ import annotations
@@ -18,23 +16,11 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import child_metadata
-from mpi_operator.desired.kubectl_exec import kubexec_script
 from mpi_operator.desired.pod_templates import launcher_runs_as_worker
+from mpi_operator.desired.transports import transport_of
 
 MAX_CONFIG_MAP_BYTES: Final = 1024 * 1024
 """The API server's limit on the total size of a ConfigMap's values."""
-
-
-def host_fqdn(job: DefaultedMPIJob, pod_name: str, facts: ClusterFacts) -> str:
-    """The pod's name through the headless Service (over kubectl exec, the pod's name).
-
-    Without a configured cluster domain the name stops at ``svc`` and relies on the pods'
-    DNS search path, as upstream does.
-    """
-    if not job.uses_ssh:
-        return pod_name
-    fqdn = f"{pod_name}.{names.service_name(job)}.{job.namespace}.svc"
-    return f"{fqdn}.{facts.cluster_domain}" if facts.cluster_domain else fqdn
 
 
 def _hostfile_line(job: DefaultedMPIJob, fqdn: str) -> str:
@@ -54,8 +40,9 @@ def _static_pod_names(job: DefaultedMPIJob) -> list[str]:
 
 def hostfile(job: DefaultedMPIJob, facts: ClusterFacts) -> str:
     """One line per host from the spec's replica count: launcher first when it works too."""
+    transport = transport_of(job)
     return "".join(
-        _hostfile_line(job, host_fqdn(job, pod, facts)) for pod in _static_pod_names(job)
+        _hostfile_line(job, transport.host_name(job, pod, facts)) for pod in _static_pod_names(job)
     )
 
 
@@ -69,9 +56,9 @@ def discover_hosts_script(
     """
     hosts = [names.launcher_name(job)] if launcher_runs_as_worker(job) else []
     hosts += sorted(running_worker_names)
-    # training-operator's lines over kubectl exec name the slots, as horovodrun reads them.
-    slots = "" if job.uses_ssh else f":{job.spec.slots_per_worker}"
-    return "#!/bin/sh\n" + "".join(f"echo {host_fqdn(job, pod, facts)}{slots}\n" for pod in hosts)
+    transport = transport_of(job)
+    lines = (f"echo {transport.discovered_host(job, pod, facts)}\n" for pod in hosts)
+    return "#!/bin/sh\n" + "".join(lines)
 
 
 def new_config_map(
@@ -85,7 +72,7 @@ def new_config_map(
         "data": {
             c.HOSTFILE_NAME: hostfile(job, facts),
             c.DISCOVER_HOSTS_SCRIPT_NAME: discover_hosts_script(job, facts, running_worker_names),
-            **({} if job.uses_ssh else {c.KUBEXEC_SCRIPT_NAME: kubexec_script(job)}),
+            **transport_of(job).config_scripts(job),
         },
     }
 

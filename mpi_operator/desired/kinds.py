@@ -7,12 +7,13 @@ write. The gang's own kinds come from its strategy instead (``gang.gang_resource
 
 Every child is namespaced (its owner, the MPIJob, is in its namespace) and cached, filtered by
 the operator's label: a sync reads each object before it writes one, to know it is the job's
-own.
+own. ``Child`` names the steps that make them, which rendering and the sync both walk.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Final, Literal
 
 Verb = Literal["create", "update", "update_status", "delete", "patch"]
@@ -54,3 +55,16 @@ JOB: Final = ChildKind(
 # job through the launcher's Job.
 CHILD_KINDS: Final = (SERVICE, CONFIG_MAP, SECRET, JOB, SERVICE_ACCOUNT, ROLE, ROLE_BINDING, POD)
 CHILD_KINDS_BY_PLURAL: Final = {kind.plural: kind for kind in CHILD_KINDS}
+
+
+class Child(Enum):
+    """A step of a job's children: ``objects.children`` gives their creation order, and a
+    transport names the ones it adds (``desired.transports``)."""
+
+    SERVICE = "Service"
+    CONFIG_MAP = "ConfigMap"
+    SSH_SECRET = "Secret"
+    EXEC_ACCESS = "the launcher's exec access"
+    GANG_OBJECTS = "the gang's objects"
+    WORKERS = "worker Pods"
+    LAUNCHER = "launcher Job"

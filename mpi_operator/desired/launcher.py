@@ -10,60 +10,13 @@ from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import child_metadata
-from mpi_operator.desired import kubectl_exec, pod_templates
+from mpi_operator.desired import pod_templates
+from mpi_operator.desired.transports import transport_of
 
-HOSTFILE_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
-# Workers may not be resolvable yet when mpirun starts; ssh retries instead of failing.
-SSH_CONNECT_RETRIES: Final = "-o ConnectionAttempts=10"
 # Replacing a pod only once it has fully terminated keeps two launchers from running at
 # once (kubernetes/kubernetes#115844).
 POD_REPLACEMENT_POLICY: Final = "Failed"
 
-# OpenMPI: Open MPI 4 (ORTE) reads the OMPI_MCA_ names; Open MPI 5 launches through PRRTE,
-# which reads only PRTE_MCA_ names, so each setting is given under both.
-_IMPLEMENTATION_ENV: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    c.OPENMPI: (
-        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-        ("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
-        ("OMPI_MCA_plm_rsh_args", SSH_CONNECT_RETRIES),
-        ("PRTE_MCA_prte_keep_fqdn_hostnames", "true"),
-        ("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
-        ("PRTE_MCA_plm_ssh_args", SSH_CONNECT_RETRIES),
-    ),
-    c.INTEL_MPI: (
-        ("I_MPI_HYDRA_HOST_FILE", HOSTFILE_PATH),
-        ("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_CONNECT_RETRIES),
-    ),
-    # Hydra's ssh launcher reads HYDRA_LAUNCHER_EXTRA_ARGS. Upstream sets HYDRA_LAUNCH_EXTRA_ARGS,
-    # which nothing reads; it is kept for images that may look for it.
-    c.MPICH: (
-        ("HYDRA_HOST_FILE", HOSTFILE_PATH),
-        ("HYDRA_LAUNCH_EXTRA_ARGS", SSH_CONNECT_RETRIES),
-        ("HYDRA_LAUNCHER_EXTRA_ARGS", SSH_CONNECT_RETRIES),
-    ),
-}
-# The same over kubectl exec: kubexec.sh is the remote shell. Workers have no kubectl, so
-# Open MPI must start every daemon from the launcher, never through a worker (tree spawn).
-_KUBECTL_EXEC_ENV: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    c.OPENMPI: (
-        ("OMPI_MCA_plm_rsh_agent", kubectl_exec.KUBEXEC_PATH),
-        ("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
-        ("OMPI_MCA_plm_rsh_no_tree_spawn", "true"),
-        ("PRTE_MCA_plm_ssh_agent", kubectl_exec.KUBEXEC_PATH),
-        ("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
-        ("PRTE_MCA_plm_ssh_no_tree_spawn", "true"),
-    ),
-    c.INTEL_MPI: (
-        ("I_MPI_HYDRA_HOST_FILE", HOSTFILE_PATH),
-        ("I_MPI_HYDRA_BOOTSTRAP", "rsh"),
-        ("I_MPI_HYDRA_BOOTSTRAP_EXEC", kubectl_exec.KUBEXEC_PATH),
-    ),
-    c.MPICH: (
-        ("HYDRA_HOST_FILE", HOSTFILE_PATH),
-        ("HYDRA_LAUNCHER", "rsh"),
-        ("HYDRA_LAUNCHER_EXEC", kubectl_exec.KUBEXEC_PATH),
-    ),
-}
 # MPICH has no per-host slot variable: it reads the slots from the hostfile only.
 _SLOTS_ENV: Final[dict[str, tuple[str, ...]]] = {
     c.OPENMPI: ("OMPI_MCA_orte_set_default_slots", "PRTE_MCA_prte_set_default_slots"),
@@ -73,9 +26,14 @@ _SLOTS_ENV: Final[dict[str, tuple[str, ...]]] = {
 # Sent without a value, as upstream sends them: the container sees empty strings.
 _NVIDIA_ENV: Final = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
 
+EXECUTABLE_MODE: Final = 0o555
 _CONFIG_VOLUME_ITEMS: Final = (
     {"key": c.HOSTFILE_NAME, "path": c.HOSTFILE_NAME, "mode": 0o444},
-    {"key": c.DISCOVER_HOSTS_SCRIPT_NAME, "path": c.DISCOVER_HOSTS_SCRIPT_NAME, "mode": 0o555},
+    {
+        "key": c.DISCOVER_HOSTS_SCRIPT_NAME,
+        "path": c.DISCOVER_HOSTS_SCRIPT_NAME,
+        "mode": EXECUTABLE_MODE,
+    },
 )
 
 
@@ -91,11 +49,12 @@ def template_sets_restart_policy(job: DefaultedMPIJob) -> bool:
 
 
 def launcher_env(job: DefaultedMPIJob) -> list[dict[str, str]]:
-    """Variables appended to container 0: role, MPI implementation, slots, GPU blanks."""
+    """Variables appended to container 0: role, the transport's for the MPI implementation,
+    slots, GPU blanks."""
     implementation = job.spec.mpi_implementation or c.OPENMPI
     env = [{"name": pod_templates.ROLE_ENV, "value": c.ROLE_LAUNCHER}]
-    transport_env = _IMPLEMENTATION_ENV if job.uses_ssh else _KUBECTL_EXEC_ENV
-    env += [{"name": k, "value": v} for k, v in transport_env.get(implementation, ())]
+    transport_env = transport_of(job).launcher_env(implementation)
+    env += [{"name": k, "value": v} for k, v in transport_env]
     slots = str(job.spec.slots_per_worker)
     env += [{"name": name, "value": slots} for name in _SLOTS_ENV.get(implementation, ())]
     if not pod_templates.launcher_runs_as_worker(job):
@@ -111,18 +70,19 @@ def launcher_pod_template(
     # Index 0 belongs to the launcher so workers' indexes stay unique (Kueue TAS).
     index = 0 if pod_templates.launcher_runs_as_worker(job) else None
     template = pod_templates.role_template(
-        job, spec, c.ROLE_LAUNCHER, names.launcher_name(job), index, facts
+        job, spec, c.ROLE_LAUNCHER, names.launcher_name(job), index
     )
+    transport = transport_of(job)
+    transport.set_host_identity(template, job, facts)
     pod_templates.set_restart_policy(template, spec, in_job=True)
     container = pod_templates.main_container(template)
     pod_templates.keep_last_words(container)
     pod_templates.append_to(container, "env", *launcher_env(job))
     items = [dict(item) for item in _CONFIG_VOLUME_ITEMS]
-    if job.uses_ssh:
-        pod_templates.mount_ssh_auth(template, job)
-    else:
-        kubectl_exec.give_launcher_kubectl(template, job, facts)
-        items.append(dict(kubectl_exec.KUBEXEC_VOLUME_ITEM))
+    transport.decorate(template, job, c.LAUNCHER, facts)
+    items += [
+        {"key": key, "path": key, "mode": EXECUTABLE_MODE} for key in transport.config_scripts(job)
+    ]
     pod_templates.append_to(
         template["spec"],
         "volumes",

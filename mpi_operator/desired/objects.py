@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from enum import Enum
 from typing import Any
 
 from gang import GangScheduler, gang_objects_of
@@ -14,15 +13,17 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.desired.config import config_map_errors, new_config_map
-from mpi_operator.desired.kubectl_exec import exec_access, role_errors
+from mpi_operator.desired.kinds import Child
 from mpi_operator.desired.launcher import new_launcher_job
-from mpi_operator.desired.pod_templates import (
-    dns_search_errors,
-    gang_annotation_errors,
-    is_suspended,
+from mpi_operator.desired.pod_templates import gang_annotation_errors, is_suspended
+from mpi_operator.desired.transports import transport_of
+from mpi_operator.desired.transports.kubectl_exec import exec_access
+from mpi_operator.desired.transports.ssh import (
+    SSHKeyPair,
+    generate_ssh_key_pair,
+    new_service,
+    new_ssh_secret,
 )
-from mpi_operator.desired.service import new_service
-from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
 
 
@@ -30,50 +31,33 @@ def render_errors(
     job: DefaultedMPIJob, facts: ClusterFacts, gang: GangScheduler | None
 ) -> list[FieldError]:
     """Problems of a valid job that only show once its objects meet the cluster's facts and
-    the gang scheduler: a ConfigMap too large for the API server, a DNS search list it would
-    refuse, pod annotations over its limit with the gang scheduler's added, a template naming
-    the operator's own account in its namespace."""
-    transport_errors = dns_search_errors(job, facts) if job.uses_ssh else role_errors(job)
+    the gang scheduler: a ConfigMap too large for the API server, the transport's objects it
+    would refuse (a DNS search list, a Role), pod annotations over its limit with the gang
+    scheduler's added, a template naming the operator's own account in its namespace."""
     return [
         *config_map_errors(job, facts),
-        *transport_errors,
+        *transport_of(job).errors(job, facts),
         *gang_annotation_errors(job, gang),
         *operator_account_errors(job, facts),
     ]
 
 
-class Child(Enum):
-    """A kind of child a job has; ``children`` gives their creation order."""
-
-    SERVICE = "Service"
-    CONFIG_MAP = "ConfigMap"
-    SSH_SECRET = "Secret"
-    EXEC_ACCESS = "the launcher's exec access"
-    GANG_OBJECTS = "the gang's objects"
-    WORKERS = "worker Pods"
-    LAUNCHER = "launcher Job"
-
-
 def children(job: DefaultedMPIJob, gang: GangScheduler | None) -> tuple[Child, ...]:
     """The job's children in creation order: everything the launcher needs exists before it
-    starts, and the gang's objects before the pods that join them. Over kubectl exec, the
-    launcher's exec access comes after the workers: a grant names only pods already proven the
-    job's own. A suspended job gets neither gang objects nor workers (nor, over kubectl exec,
-    the launcher's exec access), and a suspended launcher Job.
+    starts, and the gang's objects before the pods that join them; the transport names its
+    own before and after the workers. A suspended job gets neither gang objects nor workers
+    (nor the transport's after them), and a suspended launcher Job.
 
     Rendering and the operator's sync both walk this list, so a new child, or a new rule of
     when one exists, is one edit here.
     """
-    if job.uses_ssh:
-        order = [Child.SERVICE, Child.CONFIG_MAP, Child.SSH_SECRET]
-    else:
-        order = [Child.CONFIG_MAP]
+    transport = transport_of(job)
+    order = [*transport.before_workers]
     if not is_suspended(job):
         if gang_objects_of(gang) is not None:
             order.append(Child.GANG_OBJECTS)
         order.append(Child.WORKERS)
-        if not job.uses_ssh:
-            order.append(Child.EXEC_ACCESS)
+        order += transport.after_workers
     order.append(Child.LAUNCHER)
     return tuple(order)
 

@@ -1,4 +1,4 @@
-"""What the launcher and the workers share: a copied template, operator labels, SSH keys.
+"""What the launcher and the workers share: a copied template, operator labels, restart policy.
 
 A pod template stays a plain dict from the user's MPIJob to the created object. Each
 builder deep-copies it and overlays only the fields the operator owns, so a pod field
@@ -13,38 +13,15 @@ from typing import Any, Final
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
-from mpi_operator.api import dns, names
-from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError, quoted
+from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import controller_reference
 from mpi_operator.api.pod_template import (
-    MAX_DNS_SEARCH_CHARACTERS,
-    MAX_DNS_SEARCHES,
     annotation_errors,
-    searches_of,
 )
 from mpi_operator.api.v2beta1 import ReplicaSpec
 
-SSH_PRIVATE_KEY: Final = "ssh-privatekey"
-SSH_PUBLIC_KEY: Final = "ssh-publickey"
-# The files of a secret volume are root's. ssh refuses a private key of its own user that the
-# group or others may read, and sshd (StrictModes) an authorized_keys they may write. At
-# /root/.ssh root uses them: 0600. At any other path a non-root user reads them through the
-# pod's fsGroup, which the kubelet gives the files (0440), or without one as any other user
-# (0444); ssh accepts a key that another user owns, and no one may write them.
-ROOT_SSH_KEY_MODE: Final = 0o600
-FS_GROUP_SSH_KEY_MODE: Final = 0o440
-NO_FS_GROUP_SSH_KEY_MODE: Final = 0o444
-# OpenSSH's default file names, so neither ssh nor sshd needs configuration.
-SSH_VOLUME_ITEMS: Final = (
-    {"key": SSH_PRIVATE_KEY, "path": "id_rsa"},
-    {"key": SSH_PUBLIC_KEY, "path": "id_rsa.pub"},
-    {"key": SSH_PUBLIC_KEY, "path": "authorized_keys"},
-)
-HOST_NETWORK_DNS_POLICY: Final = "ClusterFirstWithHostNet"
-# Upstream always appends cluster.local; a cluster configured with another domain gets its own.
-DEFAULT_CLUSTER_DOMAIN: Final = "cluster.local"
+HOSTFILE_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
 ROLE_ENV: Final = "K_MPI_JOB_ROLE"
 TERMINATION_MESSAGE_POLICY: Final = "FallbackToLogsOnError"
 
@@ -93,63 +70,6 @@ def append_to(obj: dict[str, Any], field: str, *items: dict[str, Any]) -> None:
     obj[field] = [*(obj.get(field) or []), *items]
 
 
-def dns_search_domain(job: DefaultedMPIJob, facts: ClusterFacts) -> str:
-    """The job's Service domain, in which every pod of the job has its short hostname."""
-    domain = facts.cluster_domain or DEFAULT_CLUSTER_DOMAIN
-    return f"{names.service_name(job)}.{job.namespace}.svc.{domain}"
-
-
-def dns_search_errors(job: DefaultedMPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
-    """Whether each role's search list, once the job's domain is appended, is one the API
-    server takes (every pod of the job gets the domain, the launcher as well as workers)."""
-    ours = dns_search_domain(job, facts)
-    for role in (c.LAUNCHER, c.WORKER):
-        if job.replicas(role) == 0:
-            continue
-        path = f"spec.mpiReplicaSpecs[{role}].template.spec.dnsConfig.searches"
-        for problem in dns.dns1123_subdomain(ours):
-            yield FieldError(path, f"the operator adds the search domain {quoted(ours)}: {problem}")
-        template = replica_spec(job, role).template or {}
-        pod_spec = template.get("spec")
-        searches = [*searches_of(pod_spec if isinstance(pod_spec, dict) else {}), ours]
-        if len(searches) > MAX_DNS_SEARCHES:
-            yield FieldError(
-                path,
-                f"must have at most {MAX_DNS_SEARCHES - 1} entries: the operator adds "
-                f"{quoted(ours)}",
-            )
-        characters = len(" ".join(searches))
-        if characters > MAX_DNS_SEARCH_CHARACTERS:
-            yield FieldError(
-                path,
-                f"must have at most {MAX_DNS_SEARCH_CHARACTERS} characters with the operator's "
-                f"{quoted(ours)}, found {characters}",
-            )
-
-
-def set_host_identity(
-    template: dict[str, Any], job: DefaultedMPIJob, hostname: str, facts: ClusterFacts
-) -> None:
-    """Hostname, subdomain and DNS search path that make the pod resolvable through the
-    job's Service, and let it resolve every pod of the job (itself included) by short name.
-
-    Over kubectl exec, hosts are pod names and nothing resolves them: the hostname alone
-    lets mpirun recognise the launcher's own entry in the hostfile."""
-    spec = template["spec"]
-    spec["hostname"] = hostname
-    if not job.uses_ssh:
-        return
-    spec["subdomain"] = names.service_name(job)
-    if spec.get("hostNetwork") is True:
-        # Without it a host-network pod resolves with the node's resolv.conf and never
-        # finds its peers' Service names.
-        spec["dnsPolicy"] = HOST_NETWORK_DNS_POLICY
-    dns_config = spec.get("dnsConfig")
-    if not isinstance(dns_config, dict):
-        dns_config = spec["dnsConfig"] = {}
-    dns_config["searches"] = [*(dns_config.get("searches") or []), dns_search_domain(job, facts)]
-
-
 def set_restart_policy(template: dict[str, Any], spec: ReplicaSpec, *, in_job: bool) -> None:
     """The replica-level restart policy replaces the template's. kubeflow.org/v1's ExitCode
     leaves retries to the job's failure budget, so the kubelet restarts nothing; a Job's pods
@@ -167,32 +87,6 @@ def keep_last_words(container: dict[str, Any]) -> None:
     the pod's status, where the failure's condition message finds it after the pod is gone;
     a policy the template chose stays."""
     container.setdefault("terminationMessagePolicy", TERMINATION_MESSAGE_POLICY)
-
-
-def mount_ssh_auth(template: dict[str, Any], job: DefaultedMPIJob) -> None:
-    """Mount the job's SSH key pair in container 0 at spec.sshAuthMountPath."""
-    mount_path = job.spec.ssh_auth_mount_path
-    secret: dict[str, Any] = {
-        "secretName": names.ssh_secret_name(job),
-        "items": [dict(item) for item in SSH_VOLUME_ITEMS],
-        "defaultMode": ssh_key_mode(mount_path, template["spec"]),
-    }
-    append_to(template["spec"], "volumes", {"name": c.SSH_AUTH_VOLUME, "secret": secret})
-    append_to(
-        main_container(template),
-        "volumeMounts",
-        {"name": c.SSH_AUTH_VOLUME, "mountPath": mount_path},
-    )
-
-
-def ssh_key_mode(mount_path: str | None, pod_spec: dict[str, Any]) -> int:
-    """The mode of the SSH key files mounted at ``mount_path`` in a pod of ``pod_spec``."""
-    if mount_path == c.DEFAULT_SSH_AUTH_MOUNT_PATH:
-        return ROOT_SSH_KEY_MODE
-    security_context = pod_spec.get("securityContext")
-    if isinstance(security_context, dict) and security_context.get("fsGroup") is not None:
-        return FS_GROUP_SSH_KEY_MODE
-    return NO_FS_GROUP_SSH_KEY_MODE
 
 
 def hand_to_gang(
@@ -238,16 +132,16 @@ def role_template(
     role: str,
     hostname: str,
     replica_index: int | None,
-    facts: ClusterFacts,
 ) -> dict[str, Any]:
     """A copy of the role's template with the operator's labels (the replica-index label only
-    when ``replica_index`` is given) and the pod's host identity."""
+    when ``replica_index`` is given) and the pod's hostname, which lets mpirun recognise the
+    launcher's own entry in the hostfile (the transport may make it resolvable)."""
     labels = operator_labels(job, role)
     if replica_index is not None:
         labels[c.LABEL_REPLICA_INDEX] = str(replica_index)
     template = copy_template(spec)
     overlay_labels(template, labels)
-    set_host_identity(template, job, hostname, facts)
+    template["spec"]["hostname"] = hostname
     return template
 
 

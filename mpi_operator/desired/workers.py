@@ -1,17 +1,16 @@
-"""Worker pods: sshd servers the launcher's mpirun starts ranks on, or pods it execs into."""
+"""Worker pods: where the launcher's mpirun starts ranks, through the job's transport."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.desired import kubectl_exec, pod_templates
-
-DEFAULT_WORKER_COMMAND: Final = ("/usr/sbin/sshd", "-De")
+from mpi_operator.desired import pod_templates
+from mpi_operator.desired.transports import transport_of
 
 
 def worker_replica_index(job: DefaultedMPIJob, index: int) -> int:
@@ -26,25 +25,18 @@ def new_worker_pod(
     spec = pod_templates.replica_spec(job, c.WORKER)
     name = names.worker_name(job, index)
     template = pod_templates.role_template(
-        job, spec, c.ROLE_WORKER, name, worker_replica_index(job, index), facts
+        job, spec, c.ROLE_WORKER, name, worker_replica_index(job, index)
     )
+    transport = transport_of(job)
+    transport.set_host_identity(template, job, facts)
     pod_templates.set_restart_policy(template, spec, in_job=False)
     container = pod_templates.main_container(template)
     pod_templates.keep_last_words(container)
-    if not job.uses_ssh:
-        kubectl_exec.keep_worker_alive(container)
-        kubectl_exec.withhold_worker_token(template)
-    elif not container.get("command") and not container.get("args"):
-        # mpirun reaches workers over ssh; a container that chose its own command or args
-        # (an entrypoint that starts sshd itself, say) keeps it.
-        container["command"] = list(DEFAULT_WORKER_COMMAND)
+    transport.prepare_worker(template, job)
     pod_templates.append_to(
         container, "env", {"name": pod_templates.ROLE_ENV, "value": c.ROLE_WORKER}
     )
-    if job.uses_ssh:
-        pod_templates.mount_ssh_auth(template, job)
-    else:
-        kubectl_exec.mount_kubexec(template, job)
+    transport.decorate(template, job, c.WORKER, facts)
     pod = pod_templates.owned_pod_template(template, job, gang)
     return {
         "apiVersion": "v1",

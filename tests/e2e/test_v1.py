@@ -125,6 +125,23 @@ def test_a_v1_job_keeps_its_v1_fields_through_v2beta1(
     assert read(cluster, V1, namespace, "flyte")["spec"] == before
 
 
+def test_a_v1_job_over_ssh_may_restart_as_v1_allows(
+    cluster: E2ECluster, namespace: str, operator: OperatorProcess
+) -> None:
+    """The restart policies follow the version the API server admits a job at, not its
+    transport: the operator runs what v1 admitted."""
+    job = v1_job("ssh-always")
+    job["spec"]["transport"] = "SSH"
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] = "Always"
+    create(cluster, V1, namespace, job)
+    wait_for_condition(cluster, namespace, "ssh-always", "Created", operator=operator)
+    launcher = wait_until(
+        lambda: cluster.batch.list_namespaced_job(namespace).items, 30, message="launcher Job"
+    )
+    assert [j.metadata.name for j in launcher] == ["ssh-always-launcher"]
+    assert launcher[0].spec.template.spec.restart_policy == "OnFailure"
+
+
 def test_the_transport_cannot_change(
     cluster: E2ECluster, namespace: str, operator: OperatorProcess
 ) -> None:

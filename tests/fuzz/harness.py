@@ -35,7 +35,7 @@ from mpi_operator.api.cluster import ClusterFacts, rendering_flag_problems
 from mpi_operator.cli import main
 from mpi_operator.controller.admission import AdmissionCache
 from mpi_operator.controller.plan import Plan, SyncContext, plan_sync
-from mpi_operator.desired.ssh import SSHKeyPair
+from mpi_operator.desired.transports.ssh import SSHKeyPair
 from mpi_operator.manifest import ManifestError, read_documents
 from mpi_operator.testing.view import MemoryView
 

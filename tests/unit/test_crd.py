@@ -25,8 +25,10 @@ from pydantic import Field
 
 from mpi_operator.api import constants as c
 from mpi_operator.api import crd, v2beta1
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.validation import parse_mpijob, validate
+from mpi_operator.controller.admission import admit
 from mpi_operator.controller.conditions import Condition, set_condition, state_last
 from mpi_operator.testing.wrappers import MPIJobWrapper
 from tests.unit.test_accounts import ACCOUNT_FIELDS, LAUNCHER_ACCOUNT_CASES, LAUNCHER_REASON
@@ -1107,4 +1109,33 @@ def test_main_container_must_name_a_worker_container() -> None:
     obj = flyte_like().spec_field("mainContainer", "mpi").obj()
     assert [str(e) for e in validate(parse_mpijob(obj))] == [
         'spec.mainContainer: must name a container of the Worker template, found "mpi"'
+    ]
+
+
+def stored(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the operator reads it back: the CRD stores every version as kubeflow.org/v2beta1
+    without conversion, so only the apiVersion changes."""
+    return {**copy.deepcopy(obj), "apiVersion": c.API_VERSION}
+
+
+def test_restart_policies_follow_the_version_the_api_server_admits_at(
+    schema: Schema, v1_schema: Schema
+) -> None:
+    obj = (
+        MPIJobWrapper()
+        .v1()
+        .transport(c.TRANSPORT_SSH)
+        .workers(1)
+        .restart_policy("Launcher", "Always")
+        .obj()
+    )
+    assert admission_errors(v1_schema, obj) == []
+    assert validate(parse_mpijob(obj)) == []
+    admitted = admit(stored(obj), ClusterFacts(), None)
+    assert (admitted.job is not None, list(admitted.errors)) == (True, [])
+    as_v2beta1 = {**obj, "apiVersion": c.API_VERSION}
+    [refused] = admission_errors(schema, as_v2beta1)
+    assert refused.startswith("spec.mpiReplicaSpecs[Launcher].restartPolicy")
+    assert [e.path for e in validate(parse_mpijob(as_v2beta1))] == [
+        "spec.mpiReplicaSpecs[Launcher].restartPolicy"
     ]

@@ -19,7 +19,7 @@ from mpi_operator.api.meta import is_controlled_by
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.cli import dump_objects
 from mpi_operator.desired.objects import desired_objects
-from mpi_operator.desired.ssh import SSHKeyPair
+from mpi_operator.desired.transports.ssh import SSHKeyPair
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 # Not a usable key: goldens must not change from run to run, and builders never parse it.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpi_operator.desired.service import new_service
+from mpi_operator.desired.transports.ssh import new_service
 from mpi_operator.testing.wrappers import MPIJobWrapper, child_labels, owner_references
 
 

@@ -8,7 +8,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
+from mpi_operator.desired.transports.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.testing.wrappers import MPIJobWrapper, child_labels, owner_references
 
 

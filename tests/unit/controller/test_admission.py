@@ -12,7 +12,7 @@ from mpi_operator.api.bounds import MAX_VALUES
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.controller.admission import Admission, AdmissionCache, admit
 from mpi_operator.controller.plan import SyncContext, plan_sync
-from mpi_operator.desired.ssh import SSHKeyPair
+from mpi_operator.desired.transports.ssh import SSHKeyPair
 from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import MPIJobWrapper
 

@@ -11,7 +11,7 @@ from gang import gang_resources_of, select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.controller.plan import Plan, SyncContext, plan_sync
 from mpi_operator.desired.objects import desired_objects
-from mpi_operator.desired.ssh import SSHKeyPair
+from mpi_operator.desired.transports.ssh import SSHKeyPair
 from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import MPIJobWrapper
 

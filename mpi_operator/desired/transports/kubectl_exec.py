@@ -23,7 +23,8 @@ from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.desired import pod_templates
-from mpi_operator.desired.kinds import POD, ROLE, ROLE_BINDING, SERVICE_ACCOUNT, ChildKind
+from mpi_operator.desired.kinds import POD, ROLE, ROLE_BINDING, SERVICE_ACCOUNT, Child, ChildKind
+from mpi_operator.desired.pod_templates import HOSTFILE_PATH
 
 KUBEXEC_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.KUBEXEC_SCRIPT_NAME}"
 KUBECTL_PATH: Final = f"{c.KUBECTL_MOUNT_PATH}/kubectl"
@@ -34,6 +35,29 @@ KEEP_ALIVE_ARGS: Final = ("365d",)
 # What the API server stores at most in one object (etcd's default request limit is 1.5 MiB;
 # the Role lists every worker twice).
 MAX_ROLE_BYTES: Final = 1024 * 1024
+
+# kubexec.sh is mpirun's remote shell. Workers have no kubectl, so Open MPI must start every
+# daemon from the launcher, never through a worker (tree spawn).
+LAUNCHER_ENV: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
+    c.OPENMPI: (
+        ("OMPI_MCA_plm_rsh_agent", KUBEXEC_PATH),
+        ("OMPI_MCA_orte_default_hostfile", HOSTFILE_PATH),
+        ("OMPI_MCA_plm_rsh_no_tree_spawn", "true"),
+        ("PRTE_MCA_plm_ssh_agent", KUBEXEC_PATH),
+        ("PRTE_MCA_prte_default_hostfile", HOSTFILE_PATH),
+        ("PRTE_MCA_plm_ssh_no_tree_spawn", "true"),
+    ),
+    c.INTEL_MPI: (
+        ("I_MPI_HYDRA_HOST_FILE", HOSTFILE_PATH),
+        ("I_MPI_HYDRA_BOOTSTRAP", "rsh"),
+        ("I_MPI_HYDRA_BOOTSTRAP_EXEC", KUBEXEC_PATH),
+    ),
+    c.MPICH: (
+        ("HYDRA_HOST_FILE", HOSTFILE_PATH),
+        ("HYDRA_LAUNCHER", "rsh"),
+        ("HYDRA_LAUNCHER_EXEC", KUBEXEC_PATH),
+    ),
+}
 
 # Copying one binary: enough with room to spare, and set so quota'd namespaces admit the pod.
 _DELIVERY_RESOURCES: Final = {"cpu": "100m", "memory": "128Mi"}
@@ -229,3 +253,51 @@ def role_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
             f"{job.replicas(c.WORKER)} workers need a Role of about {size} bytes to let the "
             f"launcher exec into them; the operator keeps it under {MAX_ROLE_BYTES}",
         )
+
+
+class KubectlExec:
+    """The transport of kubeflow.org/v1 jobs (``desired.transports.Transport``), with
+    revocation: the launcher's exec rights go when the job stops running."""
+
+    name: Final = c.TRANSPORT_KUBECTL_EXEC
+    before_workers: Final = (Child.CONFIG_MAP,)
+    # A grant names only pods already proven the job's own.
+    after_workers: Final = (Child.EXEC_ACCESS,)
+
+    def set_host_identity(
+        self, template: dict[str, Any], job: DefaultedMPIJob, facts: ClusterFacts
+    ) -> None:
+        """Hosts are pod names and nothing resolves them: the hostname alone will do."""
+
+    def host_name(self, job: DefaultedMPIJob, pod_name: str, facts: ClusterFacts) -> str:
+        return pod_name
+
+    def discovered_host(self, job: DefaultedMPIJob, pod_name: str, facts: ClusterFacts) -> str:
+        """training-operator's lines name the slots, as horovodrun reads them."""
+        return f"{pod_name}:{job.spec.slots_per_worker}"
+
+    def config_scripts(self, job: DefaultedMPIJob) -> dict[str, str]:
+        return {c.KUBEXEC_SCRIPT_NAME: kubexec_script(job)}
+
+    def launcher_env(self, implementation: str) -> tuple[tuple[str, str], ...]:
+        return LAUNCHER_ENV.get(implementation, ())
+
+    def prepare_worker(self, template: dict[str, Any], job: DefaultedMPIJob) -> None:
+        keep_worker_alive(pod_templates.main_container(template))
+        withhold_worker_token(template)
+
+    def decorate(
+        self, template: dict[str, Any], job: DefaultedMPIJob, role: str, facts: ClusterFacts
+    ) -> None:
+        if role == c.LAUNCHER:
+            give_launcher_kubectl(template, job, facts)
+        else:
+            mount_kubexec(template, job)
+
+    def errors(self, job: DefaultedMPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
+        return role_errors(job)
+
+    def revoked(self, job: DefaultedMPIJob) -> tuple[tuple[str, str], ...]:
+        """What of the exec access goes, binding first (the account grants nothing alone)."""
+        name = names.launcher_access_name(job)
+        return tuple((resource, name) for resource in REVOKED)
