@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.topology import JobTopology, job_topology
+
+if TYPE_CHECKING:
+    # The models load with a strategy's module: flag parsing and the Lease need none of them.
+    from mpi_operator.api.defaults import DefaultedMPIJob
+    from mpi_operator.api.topology import JobTopology
 
 
 @dataclass(frozen=True)
@@ -238,6 +241,8 @@ def place_worker(
 ) -> dict[str, Any]:
     """Worker ``index``'s template kept in the job's network domain, by the scheduler's own
     dialect or else by pod affinity; unchanged when the job asks for no domain."""
+    from mpi_operator.api.topology import job_topology
+
     topology = job_topology(job)
     if topology is None:
         return worker

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, Final, NoReturn, TextIO
 import gang
 from mpi_operator import __version__
 from mpi_operator.api.cluster import STANDARD_OPERATOR_ACCOUNT
-from mpi_operator.api.errors import InvalidMPIJobError, one_line
+from mpi_operator.api.lines import one_line
 from mpi_operator.operator.options import (
     OptionsError,
     add_operator_flags,
@@ -175,6 +175,7 @@ def _render_parser() -> _Parser:
 def _render(argv: list[str]) -> int:
     # Imported here, as the operator's runtime is for the operator: neither start pays for
     # what only the other uses.
+    from mpi_operator.api.errors import InvalidMPIJobError
     from mpi_operator.sdk.offline import iter_render
 
     args = _render_parser().parse_args(argv)

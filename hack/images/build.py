@@ -707,8 +707,10 @@ OPERATOR_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "crds", "gang", "m
 # broken dependency fails the build, not the first pod.
 IMPORT_CHECK = (
     "import sys; sys.path[:0] = [sys.argv[1]]; "
-    # The command imports the operator's runtime only when it runs the operator: import it here.
-    "import mpi_operator.operator.main, mpi_operator.sdk; "
+    # The command imports the operator's runtime only when it runs the operator, the leader's
+    # work once it leads and the sync's modules while its caches list: import them all here.
+    "import mpi_operator.operator.main, mpi_operator.operator.leading, "
+    "mpi_operator.operator.reconciler, mpi_operator.operator.writer, mpi_operator.sdk; "
     "from mpi_operator.cli import main; main(['--version'])"
 )
 # Hash-checked-free bytecode: valid whatever the files' times, and written by a seeded Python

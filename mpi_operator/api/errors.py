@@ -7,38 +7,17 @@ the user wrote: control characters and line separators in a path or message are 
 from __future__ import annotations
 
 import difflib
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from pydantic import ValidationError
 
+from mpi_operator.api.lines import one_line
 from mpi_operator.api.v2beta1 import MAP_FIELDS
 
 ROOT: Final = "<root>"
 """The path of a problem with the document as a whole (not an object, wrong kind)."""
-
-_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# Control, surrogate, line- and paragraph-separator characters: each either breaks a line
-# (str.splitlines splits on several of them) or cannot be written to a UTF-8 stream.
-_UNPRINTABLE: Final = frozenset({"Cc", "Cs", "Zl", "Zp"})
-
-
-def one_line(text: str) -> str:
-    """``text`` with every character that could break or corrupt a line escaped."""
-    if text.isprintable():
-        return text
-    return "".join(_escaped(char) for char in text)
-
-
-def _escaped(char: str) -> str:
-    if char in _ESCAPES:
-        return _ESCAPES[char]
-    if unicodedata.category(char) in _UNPRINTABLE:
-        code = ord(char)
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return char
 
 
 def quoted(value: object) -> str:

@@ -10,8 +10,9 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
+from mpi_operator.controller.limits import MAX_CONCURRENT_WRITES
 from mpi_operator.controller.plan import Action, Plan
 from mpi_operator.controller.status import REASON_FAILED, WARNING, Event
 from mpi_operator.desired.kinds import JOB, POD
@@ -36,9 +37,6 @@ class Writer(Protocol):
         """Perform one write and return the object the server answered; raises WriteError."""
         ...
 
-
-MAX_CONCURRENT_WRITES: Final = 8
-"""At most this many writes of one sync are in flight at once."""
 
 Answered = tuple[Action, dict[str, Any] | None]
 """A write the API server accepted, and the object it answered with."""

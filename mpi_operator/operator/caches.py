@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from gang import (
     GangKind,
@@ -24,10 +24,10 @@ from gang import (
 )
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.desired.kinds import CHILD_KINDS, JOB, POD
 from mpi_operator.operator.capacity import WAITING, capacity_informers, index_waiting
 from mpi_operator.operator.domains import node_labels_informer
+from mpi_operator.operator.mpijobs import MPIJOBS
 from mpi_operator.runtime.client import PRIORITY_CLASSES, Client, Resource
 from mpi_operator.runtime.informer import Informer
 from mpi_operator.runtime.objects import Object, controller_ref, make_key
@@ -38,7 +38,9 @@ from mpi_operator.runtime.store import (
     index_by_namespaced_label,
 )
 
-MPIJOBS: Final = Resource(*c.MPIJOB_RESOURCE, namespaced=True, kind=c.KIND)
+if TYPE_CHECKING:
+    from mpi_operator.api.v2beta1 import MPIJob
+
 OPERATOR_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
 INDEX_JOB_NAME: Final = "job-name"
 # Gang objects by the gang inputs (``plural/name``) the strategy reads for them.

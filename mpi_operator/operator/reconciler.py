@@ -15,8 +15,9 @@ from mpi_operator.controller.execute import Writer, execute
 from mpi_operator.controller.plan import Action, Plan, SyncContext, plan_sync
 from mpi_operator.controller.status import Event
 from mpi_operator.operator import metrics
-from mpi_operator.operator.caches import MPIJOBS, Caches
+from mpi_operator.operator.caches import Caches
 from mpi_operator.operator.capacity import NudgeSchedule
+from mpi_operator.operator.mpijobs import MPIJOBS
 from mpi_operator.runtime.controller import Result
 from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.events import EventRecorder
@@ -25,7 +26,6 @@ from mpi_operator.runtime.objects import Object, make_key, split_key
 
 log = logging.getLogger(__name__)
 
-RECONCILER_NAME: Final = "mpijob"
 """The reconciler's name in logs and in controller-runtime's metrics (``controller=...``)."""
 
 

@@ -27,8 +27,9 @@ from mpi_operator import __version__
 from mpi_operator.api import constants as c
 from mpi_operator.controller.plan import Action
 from mpi_operator.desired.kinds import CHILD_KINDS, CHILD_KINDS_BY_PLURAL, ROLE
-from mpi_operator.operator.caches import MPIJOBS, child_resources
-from mpi_operator.operator.main import resources_for
+from mpi_operator.operator.caches import child_resources
+from mpi_operator.operator.leading import resources_for
+from mpi_operator.operator.mpijobs import MPIJOBS
 from mpi_operator.operator.options import Options, add_operator_flags, options_from
 from mpi_operator.runtime.client import Resource
 from tests.tools import (

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mpi_operator.operator.main import YOUNG_COLLECTION_THRESHOLD, tune_garbage_collector
+from mpi_operator.operator.leading import YOUNG_COLLECTION_THRESHOLD, tune_garbage_collector
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpi_operator.operator.main import _child_handlers, _enqueue_changed
+from mpi_operator.operator.leading import _child_handlers, _enqueue_changed
 from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.objects import Object
 from mpi_operator.runtime.ratelimit import ItemExponentialFailureRateLimiter
