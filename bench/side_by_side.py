@@ -557,38 +557,39 @@ class Cluster:
                 raise
 
 
-def watch_children(
-    list_call: Callable[..., Any], namespace: str, jobs: list[str], suffix: str, timeout: float
-) -> tuple[dict[str, float], threading.Event, threading.Event]:
-    """When (monotonic) each job's child ``<job><suffix>`` is ADDED, by job; ``started`` is set
-    once the watch is on, ``done`` when all are seen or ``timeout`` passed."""
-    wanted = set(jobs)
-    seen: dict[str, float] = {}
+def _watch_added(
+    list_call: Callable[..., Any],
+    namespace: str,
+    added: Callable[[str], None],
+    finished: Callable[[], bool],
+    timeout: float,
+) -> tuple[threading.Event, threading.Event]:
+    """Lists, then watches, ``namespace`` in a thread, calling ``added`` with the name of every
+    object listed or ADDED until ``finished()`` or ``timeout``; ``started`` is set once the watch
+    is on, ``done`` at the end. Objects are read as plain JSON (a typed pod costs the bench more
+    CPU than the operator's sync)."""
     started, done = threading.Event(), threading.Event()
 
     def run() -> None:
-        stream = k8s_watch.Watch()
+        stream = k8s_watch.Watch(return_type="object")
         try:
-            listing = list_call(namespace)
-            version = listing.metadata.resource_version
-            for item in listing.items:
-                key = item.metadata.name.removesuffix(suffix)
-                if key in wanted:
-                    seen.setdefault(key, time.monotonic())
+            listed = json.loads(list_call(namespace, _preload_content=False).data)
+            for item in listed["items"]:
+                added(item["metadata"]["name"])
+            version = listed["metadata"]["resourceVersion"]
             started.set()
             end = time.monotonic() + timeout
-            while len(seen) < len(wanted) and time.monotonic() < end:
+            while not finished() and time.monotonic() < end:
                 for event in stream.stream(
                     list_call,
                     namespace,
                     resource_version=version,
                     timeout_seconds=max(1, int(end - time.monotonic())),
                 ):
-                    version = event["object"].metadata.resource_version
-                    key = event["object"].metadata.name.removesuffix(suffix)
-                    if event["type"] == "ADDED" and key in wanted:
-                        seen.setdefault(key, time.monotonic())
-                    if len(seen) >= len(wanted):
+                    version = event["raw_object"]["metadata"]["resourceVersion"]
+                    if event["type"] == "ADDED":
+                        added(event["raw_object"]["metadata"]["name"])
+                    if finished():
                         break
         finally:
             stream.stop()
@@ -596,6 +597,25 @@ def watch_children(
             done.set()
 
     threading.Thread(target=run, daemon=True).start()
+    return started, done
+
+
+def watch_children(
+    list_call: Callable[..., Any], namespace: str, jobs: list[str], suffix: str, timeout: float
+) -> tuple[dict[str, float], threading.Event, threading.Event]:
+    """When (monotonic) each job's child ``<job><suffix>`` is ADDED, by job; ``started`` is set
+    once the watch is on, ``done`` when all are seen or ``timeout`` passed."""
+    wanted = set(jobs)
+    seen: dict[str, float] = {}
+
+    def added(name: str) -> None:
+        key = name.removesuffix(suffix)
+        if key in wanted:
+            seen.setdefault(key, time.monotonic())
+
+    started, done = _watch_added(
+        list_call, namespace, added, lambda: len(seen) >= len(wanted), timeout
+    )
     return seen, started, done
 
 
@@ -607,12 +627,10 @@ POD_OF_JOB = re.compile(r"^(?P<job>.+)-(worker-\d+|launcher(-[a-z0-9]+)?)$")
 def watch_pods(
     core: k8s.CoreV1Api, namespace: str, jobs: list[str], per_job: int, timeout: float
 ) -> tuple[dict[str, float], threading.Event, threading.Event]:
-    """When (monotonic) the last of each job's ``per_job`` pods is ADDED, by job; events are
-    read as plain JSON (a typed pod costs the bench more CPU than the operator's sync)."""
+    """When (monotonic) the last of each job's ``per_job`` pods is ADDED, by job."""
     wanted = set(jobs)
     counts: Counter[str] = Counter()
     complete: dict[str, float] = {}
-    started, done = threading.Event(), threading.Event()
 
     def added(name: str) -> None:
         match = POD_OF_JOB.match(name)
@@ -621,34 +639,9 @@ def watch_pods(
             if counts[match["job"]] == per_job:
                 complete[match["job"]] = time.monotonic()
 
-    def run() -> None:
-        stream = k8s_watch.Watch(return_type="object")
-        try:
-            listing = core.list_namespaced_pod(namespace, _preload_content=False)
-            listed = json.loads(listing.data)
-            for item in listed["items"]:
-                added(item["metadata"]["name"])
-            version = listed["metadata"]["resourceVersion"]
-            started.set()
-            end = time.monotonic() + timeout
-            while len(complete) < len(wanted) and time.monotonic() < end:
-                for event in stream.stream(
-                    core.list_namespaced_pod,
-                    namespace,
-                    resource_version=version,
-                    timeout_seconds=max(1, int(end - time.monotonic())),
-                ):
-                    version = event["raw_object"]["metadata"]["resourceVersion"]
-                    if event["type"] == "ADDED":
-                        added(event["raw_object"]["metadata"]["name"])
-                    if len(complete) >= len(wanted):
-                        break
-        finally:
-            stream.stop()
-            started.set()
-            done.set()
-
-    threading.Thread(target=run, daemon=True).start()
+    started, done = _watch_added(
+        core.list_namespaced_pod, namespace, added, lambda: len(complete) >= len(wanted), timeout
+    )
     return complete, started, done
 
 
