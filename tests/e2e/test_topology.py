@@ -142,9 +142,12 @@ def test_a_gang_too_big_for_any_rack_waits_whole_and_runs_when_a_rack_grows(
     assert waits_whole()
     grown = racks[some_node]
     block = grown.split("-")[0]
+    # The first worker chooses the rack. Two roomier nodes make the grown rack the one a
+    # least-allocated score picks, so the retry the new nodes trigger places the gang; an
+    # unlucky choice among equal racks would wait for the scheduler's next event or flush.
     for index in (4, 5):
         name = f"topo-{pool}-{grown}-{index}"
-        node_factory(cluster, name, cpu="8", labels={BLOCK: block, RACK: grown, POOL: pool})
+        node_factory(cluster, name, cpu="16", labels={BLOCK: block, RACK: grown, POOL: pool})
         racks[name] = grown
     placed = wait_until(
         lambda: placed_workers(cluster, namespace, "rack-too-big"), 120, message="six workers"
