@@ -28,9 +28,10 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from mpi_operator.api import constants as c
-from mpi_operator.api import dns, pod_schema
 from mpi_operator.api.accounts import ACCOUNT_FIELDS, LAUNCHER_ACCOUNT_SUFFIX
 from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, integer_maximum
+from mpi_operator.pod_rules import dns
+from mpi_operator.pod_rules import schema as pod_schema
 
 Schema = dict[str, Any]
 

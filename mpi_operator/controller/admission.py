@@ -22,10 +22,11 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.bounds import MAX_VALUES, values_within_bounds
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError, InvalidMPIJobError
+from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.v2beta1 import JobStatus
 from mpi_operator.api.validation import parse_with_defaults_and_errors
 from mpi_operator.desired.objects import render_errors
+from mpi_operator.field_errors import FieldError
 
 DEFAULT_CACHE_SIZE: Final = 4096
 """Jobs whose admission is kept, the most recently synced. A job's syncs can be tens of seconds

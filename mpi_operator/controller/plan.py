@@ -33,7 +33,6 @@ from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import is_controlled_by, is_terminating, metadata_of
 from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.controller.admission import Admission, admit
@@ -86,6 +85,7 @@ from mpi_operator.desired.objects import Child, children
 from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
+from mpi_operator.field_errors import FieldError
 
 # Writes that do not depend on each other (see Action.batch). The Service, ConfigMap and
 # Secret are independent; each worker pod needs only the Secret and the gang's objects before it.

@@ -12,7 +12,6 @@ from mpi_operator.api import names
 from mpi_operator.api.accounts import operator_account_errors
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError
 from mpi_operator.desired.config import config_map_errors, new_config_map
 from mpi_operator.desired.kubectl_exec import exec_access, role_errors
 from mpi_operator.desired.launcher import new_launcher_job
@@ -24,6 +23,7 @@ from mpi_operator.desired.pod_templates import (
 from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
+from mpi_operator.field_errors import FieldError
 
 
 def render_errors(

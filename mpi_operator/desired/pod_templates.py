@@ -13,18 +13,19 @@ from typing import Any, Final
 
 from gang import GangScheduler
 from mpi_operator.api import constants as c
-from mpi_operator.api import dns, names
+from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError, quoted
 from mpi_operator.api.meta import controller_reference
-from mpi_operator.api.pod_template import (
+from mpi_operator.api.v2beta1 import ReplicaSpec
+from mpi_operator.field_errors import FieldError, quoted
+from mpi_operator.pod_rules import dns
+from mpi_operator.pod_rules.template import (
     MAX_DNS_SEARCH_CHARACTERS,
     MAX_DNS_SEARCHES,
     annotation_errors,
     searches_of,
 )
-from mpi_operator.api.v2beta1 import ReplicaSpec
 
 SSH_PRIVATE_KEY: Final = "ssh-privatekey"
 SSH_PUBLIC_KEY: Final = "ssh-publickey"
