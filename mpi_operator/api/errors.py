@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from pydantic import ValidationError
 
-from mpi_operator.api.v2beta1 import MAP_FIELDS
+from mpi_operator.api.models import MAP_FIELDS
 from mpi_operator.field_errors import FieldError
 
 

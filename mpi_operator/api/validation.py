@@ -16,7 +16,7 @@ from mpi_operator.api.accounts import account_is_replaced, launcher_account_erro
 from mpi_operator.api.bounds import document_errors
 from mpi_operator.api.defaults import DefaultedMPIJob, fill_in_defaults, with_defaults
 from mpi_operator.api.errors import InvalidMPIJobError, from_pydantic
-from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, crd_keywords, integer_maximum
+from mpi_operator.api.models import MPIJob, ReplicaSpec, crd_keywords, integer_maximum
 from mpi_operator.field_errors import FieldError, quoted, unknown_field
 from mpi_operator.pod_rules import dns
 from mpi_operator.pod_rules.template import (

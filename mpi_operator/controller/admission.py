@@ -23,7 +23,7 @@ from mpi_operator.api.bounds import MAX_VALUES, values_within_bounds
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import InvalidMPIJobError
-from mpi_operator.api.v2beta1 import JobStatus
+from mpi_operator.api.models import JobStatus
 from mpi_operator.api.validation import parse_with_defaults_and_errors
 from mpi_operator.desired.objects import render_errors
 from mpi_operator.field_errors import FieldError

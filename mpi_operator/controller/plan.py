@@ -34,7 +34,7 @@ from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import is_controlled_by, is_terminating, metadata_of
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 from mpi_operator.controller.admission import Admission, admit
 from mpi_operator.controller.conditions import (
     find_condition,

@@ -17,7 +17,7 @@ from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import controller_reference
-from mpi_operator.api.v2beta1 import ReplicaSpec
+from mpi_operator.api.models import ReplicaSpec
 from mpi_operator.field_errors import FieldError, quoted
 from mpi_operator.pod_rules import dns
 from mpi_operator.pod_rules.template import (

@@ -24,7 +24,7 @@ from gang import (
 )
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 from mpi_operator.desired.kinds import CHILD_KINDS, JOB, POD
 from mpi_operator.operator.capacity import WAITING, capacity_informers, index_waiting
 from mpi_operator.runtime.client import PRIORITY_CLASSES, Client, Resource

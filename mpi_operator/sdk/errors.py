@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mpi_operator.api.errors import InvalidMPIJobError
-from mpi_operator.api.v2beta1 import JobCondition, MPIJob
+from mpi_operator.api.models import JobCondition, MPIJob
 from mpi_operator.field_errors import FieldError
 from mpi_operator.runtime.client import ApiError
 

@@ -20,7 +20,7 @@ from mpi_operator.api.cluster import (
     rendering_flag_problems,
 )
 from mpi_operator.api.errors import InvalidMPIJobError
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob, with_defaults_and_errors
 from mpi_operator.api.validation import validate as _rules
 from mpi_operator.desired.objects import iter_desired_objects, render_errors

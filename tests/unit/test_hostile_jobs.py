@@ -20,7 +20,7 @@ from gang import select_gang_scheduler
 from gang.volcano import GROUP_NAME_ANNOTATION
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import InvalidMPIJobError
-from mpi_operator.api.v2beta1 import MAX_WORKERS
+from mpi_operator.api.models import MAX_WORKERS
 from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.cli import main
 from mpi_operator.controller.plan import SyncContext, plan_sync
