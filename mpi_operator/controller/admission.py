@@ -24,8 +24,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.models import JobStatus
-from mpi_operator.api.validation import parse_with_defaults_and_errors
-from mpi_operator.desired.objects import render_errors
+from mpi_operator.desired.validation import job_errors
 from mpi_operator.field_errors import FieldError
 
 DEFAULT_CACHE_SIZE: Final = 4096
@@ -52,14 +51,12 @@ def admit(
 ) -> Admission:
     """``within_bounds``: the caller found ``obj`` within the document limits."""
     try:
-        job, errors = parse_with_defaults_and_errors(obj, within_bounds=within_bounds)
+        job, errors = job_errors(obj, facts, gang, within_bounds=within_bounds)
     except InvalidMPIJobError as error:
         return Admission(None, error.errors)
     managed_by = job.spec.run_policy.managed_by
     if (managed_by and managed_by != c.CONTROLLER_NAME) or job.metadata.get("deletionTimestamp"):
         return Admission(None)
-    if not errors:
-        errors = render_errors(job, facts, gang)
     return Admission(None, errors) if errors else Admission(job)
 
 

@@ -9,37 +9,15 @@ from typing import Any
 from gang import GangScheduler, gang_objects_of
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
-from mpi_operator.api.accounts import operator_account_errors
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.desired.config import config_map_errors, new_config_map
-from mpi_operator.desired.kubectl_exec import exec_access, role_errors
+from mpi_operator.desired.config import new_config_map
+from mpi_operator.desired.kubectl_exec import exec_access
 from mpi_operator.desired.launcher import new_launcher_job
-from mpi_operator.desired.pod_templates import (
-    dns_search_errors,
-    gang_annotation_errors,
-    is_suspended,
-)
+from mpi_operator.desired.pod_templates import is_suspended
 from mpi_operator.desired.service import new_service
 from mpi_operator.desired.ssh import SSHKeyPair, generate_ssh_key_pair, new_ssh_secret
 from mpi_operator.desired.workers import new_worker_pod
-from mpi_operator.field_errors import FieldError
-
-
-def render_errors(
-    job: DefaultedMPIJob, facts: ClusterFacts, gang: GangScheduler | None
-) -> list[FieldError]:
-    """Problems of a valid job that only show once its objects meet the cluster's facts and
-    the gang scheduler: a ConfigMap too large for the API server, a DNS search list it would
-    refuse, pod annotations over its limit with the gang scheduler's added, a template naming
-    the operator's own account in its namespace."""
-    transport_errors = dns_search_errors(job, facts) if job.uses_ssh else role_errors(job)
-    return [
-        *config_map_errors(job, facts),
-        *transport_errors,
-        *gang_annotation_errors(job, gang),
-        *operator_account_errors(job, facts),
-    ]
 
 
 class Child(Enum):

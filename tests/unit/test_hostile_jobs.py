@@ -25,7 +25,7 @@ from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.cli import main
 from mpi_operator.controller.plan import SyncContext, plan_sync
 from mpi_operator.desired.config import MAX_CONFIG_MAP_BYTES
-from mpi_operator.desired.objects import render_errors
+from mpi_operator.desired.validation import render_errors
 from mpi_operator.pod_rules.template import MAX_ANNOTATIONS_BYTES
 from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import MPIJobWrapper, container, resources_container
