@@ -16,7 +16,7 @@ from gang.pod_requests import Amounts, add, pod_requests, scaled
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.v2beta1 import SchedulingPolicy
+from mpi_operator.api.models import SchedulingPolicy
 from mpi_operator.quantity import Quantity
 
 _REPLICA_TYPE_OF_ROLE = {c.ROLE_LAUNCHER: c.LAUNCHER, c.ROLE_WORKER: c.WORKER}

@@ -1,4 +1,4 @@
-"""Writes mpi_operator/api/pod_template_schema.json: Kubernetes' own OpenAPI schema of a
+"""Writes mpi_operator/pod_rules/pod_template_schema.json: Kubernetes' own OpenAPI schema of a
 PodTemplateSpec, taken from the release the local cluster builds (hack/cluster/versions.env).
 
 The source is the OpenAPI v3 document that k8s.io/kubernetes publishes in its module
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-OUTPUT = REPO / "mpi_operator" / "api" / "pod_template_schema.json"
+OUTPUT = REPO / "mpi_operator" / "pod_rules" / "pod_template_schema.json"
 SOURCE = "api/openapi-spec/v3/api__v1_openapi.json"
 ROOT = "io.k8s.api.core.v1.PodTemplateSpec"
 PREFIX = "#/components/schemas/"

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, Final, NoReturn, TextIO
 import gang
 from mpi_operator import __version__
 from mpi_operator.api.cluster import STANDARD_OPERATOR_ACCOUNT
-from mpi_operator.api.lines import one_line
+from mpi_operator.field_errors import one_line
 from mpi_operator.operator.options import (
     OptionsError,
     add_operator_flags,

@@ -183,17 +183,6 @@ def _decimal(value: Decimal, *, exponent_notation: bool) -> str:
     return f"{mantissa}{_DECIMAL_SUFFIX[exponent]}"
 
 
-def sum_resources(
-    total: dict[str, Quantity], resources: dict[str, object], factor: int
-) -> dict[str, Quantity]:
-    """Add ``factor`` times ``resources`` into ``total``, keeping the first-seen format."""
-    result = dict(total)
-    for name, raw in resources.items():
-        amount = Quantity.parse(raw).times(factor)
-        result[name] = result[name] + amount if name in result else amount
-    return result
-
-
 def format_resources(resources: dict[str, Quantity]) -> dict[str, str]:
     """Amounts as written into an object; a sum beyond the range is written as its bound.
 
@@ -208,18 +197,3 @@ def _capped(amount: Quantity) -> Quantity:
     if abs(amount.value) <= MAX_MAGNITUDE:
         return amount
     return Quantity(Decimal(MAX_MAGNITUDE).copy_sign(amount.value), amount.format)
-
-
-def resources_equal(left: dict[str, object] | None, right: dict[str, object] | None) -> bool:
-    """Value equality of two resource lists; unparseable values compare as written."""
-
-    def values(resources: dict[str, object] | None) -> dict[str, object]:
-        out: dict[str, object] = {}
-        for name, raw in (resources or {}).items():
-            try:
-                out[name] = Quantity.parse(raw).value
-            except InvalidQuantityError:
-                out[name] = raw
-        return out
-
-    return values(left) == values(right)

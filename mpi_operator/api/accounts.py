@@ -19,7 +19,7 @@ from typing import Final
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError, quoted
+from mpi_operator.field_errors import FieldError, quoted
 
 LAUNCHER_ACCOUNT_SUFFIX: Final = "-launcher"
 """How ``names.launcher_access_name`` ends: every job's launcher account, whatever the job."""

@@ -17,15 +17,14 @@ import math
 from collections.abc import Generator, Iterator
 from typing import Final
 
-from mpi_operator.api.errors import FieldError, join_path
+from mpi_operator.api.errors import join_path
+from mpi_operator.field_errors import MAX_PROBLEMS, FieldError
 
 MAX_DEPTH: Final = 64
 """Nesting levels of objects and lists. The deepest pod field is about 15 levels down."""
 MAX_VALUES: Final = 100_000
 """Values in the document, every use of a YAML alias counted again: the size of the
 document once written out as JSON, as the API server and every writer would see it."""
-MAX_PROBLEMS: Final = 50
-"""Problems reported from one document; a file of a million bad numbers needs no more."""
 
 _INT64: Final = range(-(2**63), 2**63)
 

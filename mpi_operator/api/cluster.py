@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mpi_operator.api import constants as c
-from mpi_operator.api import dns
+from mpi_operator.pod_rules import dns
 
 STANDARD_OPERATOR_ACCOUNT: Final = f"{c.OPERATOR_NAME}/{c.OPERATOR_NAME}"
 """The account the standard install runs the operator as, as NAMESPACE/NAME."""

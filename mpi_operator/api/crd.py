@@ -2,7 +2,7 @@
 
 ``python -m mpi_operator.api.crd`` prints ``crds/kubeflow.org_mpijobs.yaml``. It serves
 kubeflow.org/v2beta1 (stored) and v1 with one schema each, both built by walking the models
-in ``v2beta1`` (they differ only where a field says ``by_version``): wire names from aliases,
+in ``models`` (they differ only where a field says ``by_version``): wire names from aliases,
 descriptions from ``Field(description=...)`` (or the class docstring), types from
 annotations and every admission rule from the ``x-crd`` metadata next to the field. Nothing
 here is written by hand except the shapes that carry the operator's own knowledge: the
@@ -28,9 +28,10 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from mpi_operator.api import constants as c
-from mpi_operator.api import dns, pod_schema
 from mpi_operator.api.accounts import ACCOUNT_FIELDS, LAUNCHER_ACCOUNT_SUFFIX
-from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, integer_maximum
+from mpi_operator.api.models import MPIJob, ReplicaSpec, integer_maximum
+from mpi_operator.pod_rules import dns
+from mpi_operator.pod_rules import schema as pod_schema
 
 Schema = dict[str, Any]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TypeVar
 
 from mpi_operator.api import constants as c
+from mpi_operator.api.models import APIModel, MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
 from mpi_operator.api.rules import creating_api
-from mpi_operator.api.v2beta1 import APIModel, MPIJob, MPIJobSpec, ReplicaSpec, RunPolicy
 
 _Narrowed = TypeVar("_Narrowed", bound=APIModel)
 

@@ -1,49 +1,13 @@
-"""Field-addressed validation errors, printed as ``<field path>: <message>``.
-
-Scripts read these one line per problem, so a printed error never spans two lines whatever
-the user wrote: control characters and line separators in a path or message are escaped.
-"""
+"""An MPIJob's problems: the refusal that carries them, and field paths in the model's terms."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Final
 
 from pydantic import ValidationError
 
-from mpi_operator.api.lines import one_line
-from mpi_operator.api.v2beta1 import MAP_FIELDS
-
-ROOT: Final = "<root>"
-"""The path of a problem with the document as a whole (not an object, wrong kind)."""
-
-
-def quoted(value: object) -> str:
-    """A value as an error message shows it: text in double quotes, anything else as is."""
-    if isinstance(value, str):
-        return f'"{value}"'
-    if value is None:
-        return "null"
-    return repr(value)
-
-
-@dataclass(frozen=True)
-class FieldError:
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{one_line(self.path or ROOT)}: {one_line(self.message)}"
-
-
-def unknown_field(path: str, name: str, known: Iterable[str]) -> FieldError:
-    """``name`` is no field of the object at ``path``; the nearest known spelling, if any, is
-    suggested (the API server would drop the field, so a typo must not pass)."""
-    close = difflib.get_close_matches(name, sorted(known), n=1)
-    suggestion = f"; did you mean {quoted(close[0])}?" if close else ""
-    return FieldError(f"{path}.{name}" if path else name, f"unknown field{suggestion}")
+from mpi_operator.api.models import MAP_FIELDS
+from mpi_operator.field_errors import FieldError
 
 
 class InvalidMPIJobError(ValueError):

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 
 
 class OwnerReference(TypedDict, total=False):

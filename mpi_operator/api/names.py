@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 
 
 def service_name(job: MPIJob) -> str:

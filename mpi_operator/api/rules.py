@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 
 
 @dataclass(frozen=True)

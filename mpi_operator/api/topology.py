@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from mpi_operator.api import constants as c
-from mpi_operator.api import dns
-from mpi_operator.api.errors import FieldError, quoted
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
+from mpi_operator.field_errors import FieldError, quoted
+from mpi_operator.pod_rules import dns
 
 KNOB_PATH: Final = "spec.runPolicy.schedulingPolicy.topology"
 _KUEUE_MODES: Final = (

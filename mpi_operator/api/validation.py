@@ -12,27 +12,22 @@ from collections.abc import Iterator, Mapping
 from pydantic import BaseModel, ValidationError
 
 from mpi_operator.api import constants as c
-from mpi_operator.api import dns
 from mpi_operator.api.accounts import account_is_replaced, launcher_account_errors
 from mpi_operator.api.bounds import document_errors
 from mpi_operator.api.defaults import DefaultedMPIJob, fill_in_defaults, with_defaults
-from mpi_operator.api.errors import (
-    FieldError,
-    InvalidMPIJobError,
-    from_pydantic,
-    quoted,
-    unknown_field,
-)
-from mpi_operator.api.pod_template import (
+from mpi_operator.api.errors import InvalidMPIJobError, from_pydantic
+from mpi_operator.api.models import MPIJob, ReplicaSpec, crd_keywords, integer_maximum
+from mpi_operator.api.rules import declared_versions, restart_policies
+from mpi_operator.api.topology import topology_errors
+from mpi_operator.field_errors import FieldError, quoted, unknown_field
+from mpi_operator.pod_rules import dns
+from mpi_operator.pod_rules.template import (
     OperatorMounts,
     annotation_errors,
     label_errors,
     resource_list_errors,
     template_errors,
 )
-from mpi_operator.api.rules import declared_versions, restart_policies
-from mpi_operator.api.topology import topology_errors
-from mpi_operator.api.v2beta1 import MPIJob, ReplicaSpec, crd_keywords, integer_maximum
 
 
 def parse_mpijob(obj: object) -> MPIJob:
@@ -271,7 +266,7 @@ def _operator_mounts(job: DefaultedMPIJob, role: str) -> OperatorMounts:
         paths = [c.CONFIG_MOUNT_PATH]
         if role == c.LAUNCHER:
             paths.append(c.KUBECTL_MOUNT_PATH)
-    return OperatorMounts(tuple(paths))
+    return OperatorMounts(tuple(paths), c.RESERVED_VOLUMES)
 
 
 def _main_container_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:

@@ -22,11 +22,11 @@ from mpi_operator.api import constants as c
 from mpi_operator.api.bounds import MAX_VALUES, values_within_bounds
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError, InvalidMPIJobError
+from mpi_operator.api.errors import InvalidMPIJobError
+from mpi_operator.api.models import JobStatus
 from mpi_operator.api.rules import STORED
-from mpi_operator.api.v2beta1 import JobStatus
-from mpi_operator.api.validation import parse_with_defaults_and_errors
-from mpi_operator.desired.objects import render_errors
+from mpi_operator.desired.validation import job_errors
+from mpi_operator.field_errors import FieldError
 
 DEFAULT_CACHE_SIZE: Final = 4096
 """Jobs whose admission is kept, the most recently synced. A job's syncs can be tens of seconds
@@ -54,16 +54,12 @@ def admit(
     try:
         # The cache holds the stored object, which passed the rules of the version it was
         # written at.
-        job, errors = parse_with_defaults_and_errors(
-            obj, within_bounds=within_bounds, admitted_at=STORED
-        )
+        job, errors = job_errors(obj, facts, gang, within_bounds=within_bounds, admitted_at=STORED)
     except InvalidMPIJobError as error:
         return Admission(None, error.errors)
     managed_by = job.spec.run_policy.managed_by
     if (managed_by and managed_by != c.CONTROLLER_NAME) or job.metadata.get("deletionTimestamp"):
         return Admission(None)
-    if not errors:
-        errors = render_errors(job, facts, gang)
     return Admission(None, errors) if errors else Admission(job)
 
 

@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.lines import one_line
 from mpi_operator.api.meta import is_terminating
+from mpi_operator.field_errors import one_line
 
 # What the API server defaults a Job's backoffLimit to; the launcher Job gets it when the
 # MPIJob sets none.

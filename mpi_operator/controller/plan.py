@@ -33,11 +33,10 @@ from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import is_controlled_by, is_terminating, metadata_of
+from mpi_operator.api.models import MPIJob
 from mpi_operator.api.rules import creating_api
 from mpi_operator.api.topology import job_topology
-from mpi_operator.api.v2beta1 import MPIJob
 from mpi_operator.controller.admission import Admission, admit
 from mpi_operator.controller.conditions import (
     find_condition,
@@ -94,6 +93,7 @@ from mpi_operator.desired.transports.ssh import (
     new_ssh_secret,
 )
 from mpi_operator.desired.workers import new_worker_pod
+from mpi_operator.field_errors import FieldError
 
 # Writes that do not depend on each other (see Action.batch). The Service, ConfigMap and
 # Secret are independent; each worker pod needs only the Secret and the gang's objects before it.

@@ -19,10 +19,10 @@ from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.desired.pod_templates import launcher_runs_as_worker
 from mpi_operator.desired.transports import transport_of
+from mpi_operator.field_errors import FieldError
 
 MAX_CONFIG_MAP_BYTES: Final = 1024 * 1024
 """The API server's limit on the total size of a ConfigMap's values."""

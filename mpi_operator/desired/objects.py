@@ -8,14 +8,12 @@ from typing import Any
 from gang import GangScheduler, gang_objects_of
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
-from mpi_operator.api.accounts import operator_account_errors
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError
-from mpi_operator.desired.config import config_map_errors, new_config_map
+from mpi_operator.desired.config import new_config_map
 from mpi_operator.desired.kinds import Child
 from mpi_operator.desired.launcher import new_launcher_job
-from mpi_operator.desired.pod_templates import gang_annotation_errors, is_suspended
+from mpi_operator.desired.pod_templates import is_suspended
 from mpi_operator.desired.transports import transport_of
 from mpi_operator.desired.transports.kubectl_exec import exec_access
 from mpi_operator.desired.transports.ssh import (
@@ -25,21 +23,6 @@ from mpi_operator.desired.transports.ssh import (
     new_ssh_secret,
 )
 from mpi_operator.desired.workers import new_worker_pod
-
-
-def render_errors(
-    job: DefaultedMPIJob, facts: ClusterFacts, gang: GangScheduler | None
-) -> list[FieldError]:
-    """Problems of a valid job that only show once its objects meet the cluster's facts and
-    the gang scheduler: a ConfigMap too large for the API server, the transport's objects it
-    would refuse (a DNS search list, a Role), pod annotations over its limit with the gang
-    scheduler's added, a template naming the operator's own account in its namespace."""
-    return [
-        *config_map_errors(job, facts),
-        *transport_of(job).errors(job, facts),
-        *gang_annotation_errors(job, gang),
-        *operator_account_errors(job, facts),
-    ]
 
 
 def children(job: DefaultedMPIJob, gang: GangScheduler | None) -> tuple[Child, ...]:

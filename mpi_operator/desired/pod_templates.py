@@ -14,12 +14,12 @@ from typing import Any, Final
 from gang import GangScheduler
 from mpi_operator.api import constants as c
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import controller_reference
-from mpi_operator.api.pod_template import (
+from mpi_operator.api.models import ReplicaSpec
+from mpi_operator.field_errors import FieldError
+from mpi_operator.pod_rules.template import (
     annotation_errors,
 )
-from mpi_operator.api.v2beta1 import ReplicaSpec
 
 HOSTFILE_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.HOSTFILE_NAME}"
 ROLE_ENV: Final = "K_MPI_JOB_ROLE"

@@ -39,7 +39,7 @@ from mpi_operator.runtime.store import (
 )
 
 if TYPE_CHECKING:
-    from mpi_operator.api.v2beta1 import MPIJob
+    from mpi_operator.api.models import MPIJob
 
 OPERATOR_SELECTOR: Final = f"{c.LABEL_OPERATOR_NAME}={c.OPERATOR_NAME}"
 INDEX_JOB_NAME: Final = "job-name"

@@ -14,7 +14,7 @@ import logging
 import sys
 from typing import Final
 
-from mpi_operator.api.lines import one_line
+from mpi_operator.field_errors import one_line
 from mpi_operator.runtime.controller import install_log_record_context
 
 # klog's severity letters; its verbose lines are Info lines.

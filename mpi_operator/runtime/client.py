@@ -33,10 +33,11 @@ from urllib3 import HTTPHeaderDict
 from mpi_operator.runtime import jsonbody
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
 from mpi_operator.runtime.credentials import ConfigError
-from mpi_operator.runtime.curl import Answer, CurlPool, sent_as_is
+from mpi_operator.runtime.curl import Answer, CurlPool
 from mpi_operator.runtime.kubeconfig import Configuration, load_configuration
 from mpi_operator.runtime.objects import Object, name_of, namespace_of
 from mpi_operator.runtime.ratelimit import TokenBucket
+from mpi_operator.runtime.routes import REDIRECT_ROUTE, Route, Routes, origin_of, routes_for
 
 log = logging.getLogger(__name__)
 
@@ -419,22 +420,14 @@ def _pool_manager(configuration: Configuration) -> urllib3.PoolManager:
 
 
 def _transport(
-    configuration: Configuration, manager: urllib3.PoolManager, in_flight: int
-) -> tuple[_Transport, CurlPool | None]:
-    """How requests reach the API server: the body as ``json.dumps`` writes it.
-
-    A request answered whole goes through libcurl (:mod:`.curl`) where it is installed and the
-    settings allow it: urllib3's Python code cost most of a write's CPU (docs/performance.md).
-    A stream (watches, logs), or a request under settings libcurl would not take the same way,
-    goes straight to the server's urllib3 pool: the pool manager costs a share of a write's CPU
-    (parsing the URL, choosing the pool). A redirect, which the API server does not send, is
-    followed by the pool manager. Through a proxy (the manager picks the pool and the URL's
-    form), the pool manager sends."""
-    host = configuration.host
-    server = urllib3.util.parse_url(host)
-    origin = f"{server.scheme}://{server.netloc}"
-    direct = type(manager) is urllib3.PoolManager and host.startswith(origin)
-    curl = CurlPool.usable(configuration, direct=direct, in_flight=in_flight)
+    configuration: Configuration,
+    routes: Routes,
+    manager: urllib3.PoolManager,
+    curl: CurlPool | None,
+) -> _Transport:
+    """Each request through its route (:mod:`.routes`), the body as ``json.dumps`` writes it."""
+    server = urllib3.util.parse_url(configuration.host)
+    origin_length = len(origin_of(configuration.host))
 
     def transport(
         method: str,
@@ -445,46 +438,62 @@ def _transport(
         stream: bool,
     ) -> _HTTPResponse:
         data = None if body is None else json.dumps(body)
-        if not (direct and url.startswith(origin)):
-            return followed(method, url, data, headers, timeout)
-        if (
-            curl is not None
-            and not stream
-            and not isinstance(timeout, tuple)
-            and sent_as_is(url[len(origin) :])
-        ):
+        target = url[origin_length:]
+        route = routes.of(target, stream=stream, split_timeout=isinstance(timeout, tuple))
+        # The route implies both; the type checker needs them said.
+        if route is Route.LIBCURL and curl is not None and not isinstance(timeout, tuple):
             encoded = None if data is None else data.encode()
             answer = curl.request(method, url, headers, encoded, timeout)
             if not answer.redirected:
                 return _WholeAnswer(answer)
-            return followed(method, url, data, headers, timeout)
-        pool = manager.connection_from_host(server.host, port=server.port, scheme=server.scheme)
-        response = pool.urlopen(
-            method,
-            url[len(origin) :],
-            redirect=False,
-            assert_same_host=False,
-            **_urllib3_options(data, headers, timeout),
-        )
-        if not response.get_redirect_location():
-            return cast(_HTTPResponse, response)
-        response.drain_conn()
-        response.release_conn()
-        return followed(method, url, data, headers, timeout)
+            return through_pool_manager(method, url, data, headers, timeout, route)
+        if route is Route.SERVER_POOL:
+            pool = manager.connection_from_host(server.host, port=server.port, scheme=server.scheme)
+            response = pool.urlopen(
+                method,
+                target,
+                redirect=False,
+                assert_same_host=False,
+                **_urllib3_options(data, headers, timeout),
+            )
+            if not response.get_redirect_location():
+                return cast(_HTTPResponse, response)
+            response.drain_conn()
+            response.release_conn()
+            return through_pool_manager(method, url, data, headers, timeout, route)
+        return through_pool_manager(method, url, data, headers, timeout)
 
-    def followed(
+    def through_pool_manager(
         method: str,
         url: str,
         data: str | None,
         headers: Mapping[str, str],
         timeout: float | tuple[float, float | None] | None,
+        redirected_from: Route | None = None,
     ) -> _HTTPResponse:
-        """The request through the pool manager, which picks the pool (or the proxy) and
-        follows a redirect."""
+        """The pool manager picks the pool (or the proxy) and follows a redirect."""
+        if redirected_from is not None:
+            log.debug(
+                "%s %s: a redirect through %s, sent again through %s",
+                method,
+                url,
+                redirected_from.value,
+                REDIRECT_ROUTE.value,
+            )
         options = _urllib3_options(data, headers, timeout)
         return cast(_HTTPResponse, manager.urlopen(method, url, **options))
 
-    return transport, curl
+    return transport
+
+
+def _curl_pool(configuration: Configuration, in_flight: int) -> CurlPool:
+    return CurlPool(
+        verify=configuration.verify_tls,
+        ca_file=configuration.ca_file,
+        cert_file=configuration.cert_file,
+        key_file=configuration.key_file,
+        in_flight=in_flight,
+    )
 
 
 def _urllib3_options(
@@ -559,7 +568,14 @@ class Client:
         }
         self._pools = _pool_manager(configuration)
         self._in_flight = max_requests_in_flight or configuration.pool_maxsize
-        self._transport, self._curl = _transport(configuration, self._pools, self._in_flight)
+        self.routes = routes_for(configuration)
+        log.debug("requests to %s: %s", configuration.host, self.routes.reason)
+        self._curl = (
+            _curl_pool(configuration, self._in_flight)
+            if self.routes.whole is Route.LIBCURL
+            else None
+        )
+        self._transport = _transport(configuration, self.routes, self._pools, self._curl)
 
     @classmethod
     def from_kubeconfig(

@@ -8,18 +8,18 @@ it Python code building the request and parsing the answer's status line and hea
 bytes, over HTTP/1.1 with keep-alive, verified against the same CA with the same client
 certificate.
 
-Only settings libcurl is given exactly the same way take this path (:meth:`CurlPool.usable`): a
+Only settings libcurl is given exactly the same way take this path (:mod:`.routes` chooses): a
 proxy, a TLS server name of its own or the system's CA store stay with urllib3, and so does a
 target urllib3 would escape (:func:`sent_as_is`). So does what needs the answer as a stream
-(watches, ``pods/log``); a redirect, which the API server does not send, is left to urllib3's
-pool manager by the caller (:attr:`Answer.redirected`).
+(watches, ``pods/log``); a redirect, which the API server does not send, is sent again through
+urllib3's pool manager by the caller (:attr:`Answer.redirected`).
 
 A handle is not thread-safe, and each holds its own TLS state (about 200 KiB): a request takes
 an idle handle, with its open connection, or makes one, and gives it back. At most
 ``in_flight`` handles exist; a request beyond them waits for one to come back, which bounds the
 memory a burst of writes can take.
 
-Without pycurl, :meth:`CurlPool.usable` finds no pool and every request goes through urllib3,
+Without pycurl (:data:`INSTALLED`), every request goes through urllib3,
 at the cost docs/performance.md measures; nothing else changes.
 """
 
@@ -29,8 +29,6 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 try:
     import pycurl
@@ -38,9 +36,6 @@ except ImportError:
     INSTALLED = False
 else:
     INSTALLED = True
-
-if TYPE_CHECKING:
-    from mpi_operator.runtime.kubeconfig import Configuration
 
 # A request target urllib3 sends unchanged: only characters valid in a path or query (RFC 3986)
 # and percent-escapes in upper case. urllib3 escapes anything else (a name in Unicode, a space,
@@ -90,28 +85,6 @@ class CurlPool:
         self._idle: list[pycurl.Curl] = []
         self._lock = threading.Lock()
         self._closed = False
-
-    @classmethod
-    def usable(
-        cls, configuration: Configuration, *, direct: bool, in_flight: int
-    ) -> CurlPool | None:
-        """A pool for these settings, or None where urllib3 must send: pycurl is not
-        installed, the request goes through a proxy (``direct`` is False), or a TLS setting
-        is one libcurl would not take the same way."""
-        scheme = urlsplit(configuration.host).scheme
-        if not INSTALLED or not direct or scheme not in ("http", "https"):
-            return None
-        if configuration.tls_server_name:
-            return None
-        if scheme == "https" and configuration.verify_tls and not configuration.ca_file:
-            return None  # urllib3 trusts the system's store; libcurl's may be another
-        return cls(
-            verify=configuration.verify_tls,
-            ca_file=configuration.ca_file,
-            cert_file=configuration.cert_file,
-            key_file=configuration.key_file,
-            in_flight=in_flight,
-        )
 
     def request(
         self,

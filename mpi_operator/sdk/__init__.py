@@ -12,8 +12,8 @@
 Everything exported here is public and typed; the rest of the package is not an API.
 """
 
-from mpi_operator.api.errors import FieldError
-from mpi_operator.api.v2beta1 import JobCondition, JobStatus, MPIJob
+from mpi_operator.api.models import JobCondition, JobStatus, MPIJob
+from mpi_operator.field_errors import FieldError
 from mpi_operator.sdk.builder import JobBuilder
 from mpi_operator.sdk.client import MPIJobClient, Until
 from mpi_operator.sdk.errors import (

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Self
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 from mpi_operator.sdk.offline import checked
 
 CONTAINER_NAMES: Final = {c.LAUNCHER: "mpi-launcher", c.WORKER: "mpi-worker"}

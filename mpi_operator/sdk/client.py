@@ -2,7 +2,7 @@
 
 Requests go through ``runtime.client`` with the operator's own configuration loading
 (kubeconfig, in-cluster service account, exec plugins, client certificates); what comes back is
-parsed into the typed :class:`~mpi_operator.api.v2beta1.MPIJob`.
+parsed into the typed :class:`~mpi_operator.api.models.MPIJob`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 from mpi_operator.api.validation import parse_mpijob
 from mpi_operator.runtime.client import PODS, ApiError, Client, LineStream, Resource
 from mpi_operator.sdk.errors import (

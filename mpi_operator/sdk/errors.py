@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mpi_operator.api.errors import FieldError, InvalidMPIJobError
-from mpi_operator.api.v2beta1 import JobCondition, MPIJob
+from mpi_operator.api.errors import InvalidMPIJobError
+from mpi_operator.api.models import JobCondition, MPIJob
+from mpi_operator.field_errors import FieldError
 from mpi_operator.runtime.client import ApiError
 
 InvalidJobError = InvalidMPIJobError

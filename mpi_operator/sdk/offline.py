@@ -1,6 +1,6 @@
 """What needs no cluster: validating a job and rendering the objects the operator would create.
 
-Both use the operator's own code (``api.validation``, ``desired``), so a job that passes here
+Both use the operator's own code (``desired.validation``, ``desired``), so a job that passes here
 passes the operator, and ``render`` prints what ``mpi-operator render`` prints.
 """
 
@@ -19,11 +19,13 @@ from mpi_operator.api.cluster import (
     operator_account_problems,
     rendering_flag_problems,
 )
-from mpi_operator.api.errors import FieldError, InvalidMPIJobError
-from mpi_operator.api.v2beta1 import MPIJob
-from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob, with_defaults_and_errors
+from mpi_operator.api.errors import InvalidMPIJobError
+from mpi_operator.api.models import MPIJob
+from mpi_operator.api.validation import parse_mpijob, with_defaults_and_errors
 from mpi_operator.api.validation import validate as _rules
-from mpi_operator.desired.objects import iter_desired_objects, render_errors
+from mpi_operator.desired.objects import iter_desired_objects
+from mpi_operator.desired.validation import load_valid_job
+from mpi_operator.field_errors import FieldError
 
 
 class _Buildable(Protocol):
@@ -107,11 +109,8 @@ def iter_render(
     ``InvalidMPIJobError`` (one problem per field path), an option that would land invalid in
     every pod, or an invalid ``operator_account`` (as ``validate``'s), raises ``ValueError``."""
     facts = _facts(gang_scheduling, cluster_domain, priority_classes, operator_account)
-    valid = load_valid_mpijob(as_stored(wire_form(job)))
     gang = select_gang_scheduler(gang_scheduling)
-    errors = render_errors(valid, facts, gang)
-    if errors:
-        raise InvalidMPIJobError(errors)
+    valid = load_valid_job(as_stored(wire_form(job)), facts, gang)
     return iter_desired_objects(valid, facts, gang)
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import JobCondition, MPIJob
+from mpi_operator.api.models import JobCondition, MPIJob
 
 FINISHED: Final = (c.CONDITION_SUCCEEDED, c.CONDITION_FAILED)
 # Later entries win when several are True (a finished job keeps Created=True).

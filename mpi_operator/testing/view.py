@@ -8,7 +8,7 @@ from typing import Any
 
 from gang import cluster_inputs_of, every_strategy, gang_resources_of
 from mpi_operator.api import constants as c
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 from mpi_operator.controller.plan import Action
 from mpi_operator.desired.kinds import CHILD_KINDS, POD
 

@@ -14,7 +14,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 import hack.cluster as localcluster
-from mpi_operator.api.v2beta1 import MAX_WORKERS
+from mpi_operator.api.models import MAX_WORKERS
 from mpi_operator.testing.wrappers import MPIJobWrapper, container
 
 from .clusters import E2ECluster

@@ -22,7 +22,9 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.validators import extend
 
-SCHEMA = Path(__file__).resolve().parents[2] / "mpi_operator" / "api" / "pod_template_schema.json"
+SCHEMA = (
+    Path(__file__).resolve().parents[2] / "mpi_operator" / "pod_rules" / "pod_template_schema.json"
+)
 PORT_NAME = re.compile(r"[-a-z0-9]*[a-z][-a-z0-9]*")
 SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")

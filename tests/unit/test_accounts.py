@@ -8,7 +8,7 @@ import pytest
 
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.validation import parse_mpijob, validate
-from mpi_operator.desired.objects import render_errors
+from mpi_operator.desired.validation import render_errors
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 LAUNCHER_REASON = (

@@ -24,7 +24,7 @@ import yaml
 from pydantic import Field
 
 from mpi_operator.api import constants as c
-from mpi_operator.api import crd, v2beta1
+from mpi_operator.api import crd, models
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.validation import parse_mpijob, validate
@@ -214,20 +214,20 @@ def test_structural_check_catches_violations(bad: Schema) -> None:
 
 
 def test_the_walker_refuses_what_it_cannot_describe() -> None:
-    class Untyped(v2beta1.APIModel):
+    class Untyped(models.APIModel):
         """A model with a field the CRD cannot express."""
 
         anything: dict[str, Any] | None = None
 
-    class Misspelled(v2beta1.APIModel):
+    class Misspelled(models.APIModel):
         """A model whose metadata has a typo."""
 
-        count: int | None = Field(default=None, json_schema_extra=v2beta1._schema(minimun=0))
+        count: int | None = Field(default=None, json_schema_extra=models._schema(minimun=0))
 
-    class WrongShape(v2beta1.APIModel):
+    class WrongShape(models.APIModel):
         """A model whose shape marker does not fit its type."""
 
-        template: str | None = Field(default=None, json_schema_extra=v2beta1._schema(opaque=True))
+        template: str | None = Field(default=None, json_schema_extra=models._schema(opaque=True))
 
     for model, problem in [
         (Untyped, "no CRD schema"),
@@ -240,30 +240,30 @@ def test_the_walker_refuses_what_it_cannot_describe() -> None:
 
 # -- the models are the source --------------------------------------------------------------
 
-MODEL_NODES: dict[type[v2beta1.APIModel], str] = {
-    v2beta1.MPIJobSpec: "spec",
-    v2beta1.RunPolicy: "spec.runPolicy",
-    v2beta1.SchedulingPolicy: "spec.runPolicy.schedulingPolicy",
-    v2beta1.Topology: "spec.runPolicy.schedulingPolicy.topology",
-    v2beta1.ReplicaSpec: "spec.mpiReplicaSpecs.*",
-    v2beta1.JobStatus: "status",
-    v2beta1.JobCondition: "status.conditions.*",
-    v2beta1.ReplicaStatus: "status.replicaStatuses.*",
+MODEL_NODES: dict[type[models.APIModel], str] = {
+    models.MPIJobSpec: "spec",
+    models.RunPolicy: "spec.runPolicy",
+    models.SchedulingPolicy: "spec.runPolicy.schedulingPolicy",
+    models.Topology: "spec.runPolicy.schedulingPolicy.topology",
+    models.ReplicaSpec: "spec.mpiReplicaSpecs.*",
+    models.JobStatus: "status",
+    models.JobCondition: "status.conditions.*",
+    models.ReplicaStatus: "status.replicaStatuses.*",
 }
 _KEYWORDS = {"enum": "enum", "minimum": "minimum", "default": "default", "format": "format"}
 
 
 def test_every_model_is_in_the_schema() -> None:
-    models = {
+    model_classes = {
         value
-        for value in vars(v2beta1).values()
-        if isinstance(value, type) and issubclass(value, v2beta1.APIModel)
+        for value in vars(models).values()
+        if isinstance(value, type) and issubclass(value, models.APIModel)
     }
-    assert models - {v2beta1.APIModel, v2beta1.MPIJob} == set(MODEL_NODES)
+    assert model_classes - {models.APIModel, models.MPIJob} == set(MODEL_NODES)
 
 
 @pytest.mark.parametrize("model", list(MODEL_NODES), ids=lambda m: m.__name__)
-def test_fields_carry_their_model_metadata(schema: Schema, model: type[v2beta1.APIModel]) -> None:
+def test_fields_carry_their_model_metadata(schema: Schema, model: type[models.APIModel]) -> None:
     model_node = node(schema, MODEL_NODES[model])
     assert set(model_node["properties"]) == {
         field.alias or name for name, field in model.model_fields.items()
@@ -937,7 +937,7 @@ BOUND_CASES = {
     "spec.runPolicy.backoffLimit": 2**31,
     "spec.runPolicy.ttlSecondsAfterFinished": 2**31,
     "spec.runPolicy.schedulingPolicy.minAvailable": 2**31,
-    f"{WORKER}.replicas": v2beta1.MAX_WORKERS + 1,
+    f"{WORKER}.replicas": models.MAX_WORKERS + 1,
     "spec.runPolicy.schedulingPolicy.minResources.cpu": "-1",
 }
 
@@ -956,7 +956,7 @@ def test_every_int32_has_its_go_types_maximum(schema: Schema) -> None:
     # A float64 cannot hold 2^63-1: the API server would read it as -2^63.
     assert "maximum" not in found[".spec.runPolicy.activeDeadlineSeconds"]
     assert found[".spec.runPolicy.backoffLimit"]["maximum"] == 2**31 - 1
-    assert found[".spec.mpiReplicaSpecs.*.replicas"]["maximum"] == v2beta1.MAX_WORKERS
+    assert found[".spec.mpiReplicaSpecs.*.replicas"]["maximum"] == models.MAX_WORKERS
 
 
 def with_container(**fields: Any) -> dict[str, Any]:

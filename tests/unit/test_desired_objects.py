@@ -16,7 +16,7 @@ from gang import GangResource, GangState, StoredGang
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.meta import is_controlled_by
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 from mpi_operator.cli import dump_objects
 from mpi_operator.desired.objects import desired_objects
 from mpi_operator.desired.transports.ssh import SSHKeyPair

@@ -16,7 +16,7 @@ import pytest
 import gang
 from gang import GangState, StoredGang, gang_objects_of, select_gang_scheduler
 from mpi_operator import sdk
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 from mpi_operator.controller.plan import plan_sync
 from mpi_operator.testing.wrappers import MPIJobWrapper
 from tests.unit.controller.test_plan import cluster_view, context, converge, status_of, writes

@@ -11,7 +11,7 @@ import pytest
 from gang import GangScheduler
 from gang.coscheduling import CoschedulingScheduler
 from gang.volcano import VolcanoScheduler
-from mpi_operator.api.v2beta1 import MPIJob
+from mpi_operator.api.models import MPIJob
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"

@@ -23,11 +23,11 @@ from gang.coscheduling import CoschedulingScheduler
 from gang.koordinator import KoordinatorScheduler
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.pod_template import MAX_ANNOTATIONS_BYTES
 from mpi_operator.cli import dump_objects, main
 from mpi_operator.controller.plan import Plan, SyncContext, plan_sync
 from mpi_operator.desired.objects import desired_objects
 from mpi_operator.desired.transports.ssh import SSHKeyPair
+from mpi_operator.pod_rules.template import MAX_ANNOTATIONS_BYTES
 from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import DEFAULT_UID, MPIJobWrapper
 

@@ -20,13 +20,13 @@ from gang import select_gang_scheduler
 from gang.volcano import GROUP_NAME_ANNOTATION
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import InvalidMPIJobError
-from mpi_operator.api.pod_template import MAX_ANNOTATIONS_BYTES
-from mpi_operator.api.v2beta1 import MAX_WORKERS
+from mpi_operator.api.models import MAX_WORKERS
 from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.cli import main
 from mpi_operator.controller.plan import SyncContext, plan_sync
 from mpi_operator.desired.config import MAX_CONFIG_MAP_BYTES
-from mpi_operator.desired.objects import render_errors
+from mpi_operator.desired.validation import render_errors
+from mpi_operator.pod_rules.template import MAX_ANNOTATIONS_BYTES
 from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import MPIJobWrapper, container, resources_container
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from mpi_operator.api.bounds import MAX_PROBLEMS
-from mpi_operator.api.errors import FieldError, InvalidMPIJobError
-from mpi_operator.api.pod_schema import kubernetes_version, template_schema_errors
+from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.validation import load_valid_mpijob
+from mpi_operator.field_errors import MAX_PROBLEMS, FieldError
+from mpi_operator.pod_rules.schema import kubernetes_version, template_schema_errors
 from mpi_operator.testing.pod_rules import ACCEPTED, REFUSED, PodRuleCase
 from mpi_operator.testing.wrappers import MPIJobWrapper
 

@@ -16,11 +16,11 @@ from mpi_operator import sdk
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError
 from mpi_operator.controller.plan import plan_sync
 from mpi_operator.desired import pod_templates, transports
 from mpi_operator.desired.kinds import Child
 from mpi_operator.desired.pod_templates import HOSTFILE_PATH
+from mpi_operator.field_errors import FieldError
 from mpi_operator.testing.wrappers import MPIJobWrapper
 from tests.unit.controller.test_plan import cluster_view, context, converge, writes
 

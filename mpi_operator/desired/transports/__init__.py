@@ -14,10 +14,10 @@ from typing import Any, Final, Protocol, runtime_checkable
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError
 from mpi_operator.desired.kinds import Child
 from mpi_operator.desired.transports.kubectl_exec import KubectlExec
 from mpi_operator.desired.transports.ssh import SSH
+from mpi_operator.field_errors import FieldError
 
 
 class Transport(Protocol):

@@ -20,11 +20,11 @@ from mpi_operator.api import constants as c
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError
 from mpi_operator.api.meta import child_metadata
 from mpi_operator.desired import pod_templates
 from mpi_operator.desired.kinds import POD, ROLE, ROLE_BINDING, SERVICE_ACCOUNT, Child, ChildKind
 from mpi_operator.desired.pod_templates import HOSTFILE_PATH
+from mpi_operator.field_errors import FieldError
 
 KUBEXEC_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.KUBEXEC_SCRIPT_NAME}"
 KUBECTL_PATH: Final = f"{c.KUBECTL_MOUNT_PATH}/kubectl"

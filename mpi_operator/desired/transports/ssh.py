@@ -11,15 +11,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mpi_operator.api import constants as c
-from mpi_operator.api import dns, names
+from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.errors import FieldError, quoted
 from mpi_operator.api.meta import child_metadata
-from mpi_operator.api.pod_template import MAX_DNS_SEARCH_CHARACTERS, MAX_DNS_SEARCHES, searches_of
 from mpi_operator.desired import pod_templates
 from mpi_operator.desired.kinds import Child
 from mpi_operator.desired.pod_templates import HOSTFILE_PATH
+from mpi_operator.field_errors import FieldError, quoted
+from mpi_operator.pod_rules import dns
+from mpi_operator.pod_rules.template import MAX_DNS_SEARCH_CHARACTERS, MAX_DNS_SEARCHES, searches_of
 
 SSH_PRIVATE_KEY: Final = "ssh-privatekey"
 SSH_PUBLIC_KEY: Final = "ssh-publickey"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 # The sync's own modules: pydantic and the models, the plan.
-SYNC_ONLY = ("pydantic", "mpi_operator.api.v2beta1", "mpi_operator.controller.plan")
+SYNC_ONLY = ("pydantic", "mpi_operator.api.models", "mpi_operator.controller.plan")
 
 
 def _modules_after(code: str) -> set[str]:

@@ -1,6 +1,6 @@
 """Requests answered whole go through libcurl: over TLS with the kubeconfig's CA and client
-certificate, a bounded number at once, with the client's timeout; settings libcurl would not
-take the same way stay with urllib3."""
+certificate, a bounded number at once, with the client's timeout (which settings libcurl would
+not take the same way: test_routes.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 from hack.cluster.kueue import serving_certificate
 from mpi_operator.runtime import curl
 from mpi_operator.runtime.client import PODS, ApiError, Client
-from mpi_operator.runtime.curl import CurlPool, sent_as_is
+from mpi_operator.runtime.curl import sent_as_is
 from mpi_operator.runtime.kubeconfig import Configuration
 from tests.unit.runtime.scripted_server import FakeApiServer, Reply, serving
 
@@ -237,34 +237,6 @@ def test_a_request_past_its_timeout_is_status_zero_and_the_next_one_is_answered(
         assert impatient.get(PODS, "p", "ns") == {"kind": "Pod"}
     finally:
         impatient.close()
-
-
-def configuration(host: str = "https://127.0.0.1:6443", **settings: Any) -> Configuration:
-    return Configuration(**{"host": host, "ca_file": "/ca.crt", **settings})
-
-
-@pytest.mark.parametrize(
-    ("settings", "direct", "usable"),
-    [
-        ({}, True, True),
-        ({"host": "http://127.0.0.1:8080", "ca_file": None}, True, True),
-        ({"verify_tls": False, "ca_file": None}, True, True),
-        ({}, False, False),  # through a proxy
-        ({"ca_file": None}, True, False),  # the system's CA store
-        ({"tls_server_name": "kubernetes"}, True, False),
-        ({"host": "unix:///run/api.sock"}, True, False),
-    ],
-)
-def test_settings_libcurl_would_not_take_the_same_way_stay_with_urllib3(
-    settings: dict[str, Any], direct: bool, usable: bool
-) -> None:
-    pool = CurlPool.usable(configuration(**settings), direct=direct, in_flight=4)
-    assert (pool is not None) == usable
-
-
-def test_without_pycurl_every_request_goes_through_urllib3(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(curl, "INSTALLED", False)
-    assert CurlPool.usable(configuration(), direct=True, in_flight=4) is None
 
 
 @pytest.mark.parametrize(

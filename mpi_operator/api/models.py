@@ -1,4 +1,4 @@
-"""Pydantic models of the kubeflow.org/v2beta1 MPIJob, and of v1 through the same objects.
+"""Pydantic models of the MPIJob: kubeflow.org/v2beta1 and v1 through the same objects.
 
 These models are the single source of truth for the CRD schema (see ``crd.py``):
 descriptions, enums, minimums, admission rules and API-server defaults are declared

@@ -1,7 +1,7 @@
 """The API server's rules for a container's env, envFrom, ports, probes and lifecycle hooks.
 
 These are the checks of Kubernetes' pod validation that a schema cannot express (the types are
-``pod_schema``'s job, and a value of the wrong type is skipped here): environment variable
+``schema``'s job, and a value of the wrong type is skipped here): environment variable
 names, exactly one source of a value, port numbers and names, exactly one probe or hook handler.
 Messages are worded as apimachinery words them. Defaults the API server fills in before it
 validates (a port's protocol, a probe's thresholds, an HTTP probe's scheme) are taken into
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, TypeGuard
 
-from mpi_operator.api import dns
-from mpi_operator.api.errors import FieldError, quoted
+from mpi_operator.field_errors import FieldError, quoted
+from mpi_operator.pod_rules import dns
 
 PROTOCOLS: Final = ("SCTP", "TCP", "UDP")
 HTTP_SCHEMES: Final = ("HTTP", "HTTPS")

@@ -1,6 +1,6 @@
 """What the API server checks in a pod template, checked before the operator builds pods from it.
 
-Templates stay plain dicts (see ``v2beta1``), so nothing typed has looked at them. The checks
+Templates stay plain dicts in the MPIJob model, so nothing typed has looked at them. The checks
 here cover every part of a template the operator reads or extends, and the parts users most
 often get wrong, so that a job that passes validation gives Pods and a Job the API server
 accepts: containers with a name and an image, valid and non-negative quantities with requests
@@ -17,17 +17,15 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final, TypeVar
 
-from mpi_operator.api import constants as c
-from mpi_operator.api import dns
-from mpi_operator.api.bounds import MAX_PROBLEMS
-from mpi_operator.api.containers import (
+from mpi_operator.field_errors import MAX_PROBLEMS, FieldError, quoted
+from mpi_operator.pod_rules import dns
+from mpi_operator.pod_rules.containers import (
     container_errors,
     entries,
     grace_period_of,
     host_port_errors,
 )
-from mpi_operator.api.errors import FieldError, quoted
-from mpi_operator.api.pod_schema import declared_fields, template_schema_errors
+from mpi_operator.pod_rules.schema import declared_fields, template_schema_errors
 from mpi_operator.quantity import InvalidQuantityError, Quantity
 
 T = TypeVar("T")
@@ -46,9 +44,11 @@ _VOLUME_FIELDS: Final = declared_fields("io.k8s.api.core.v1.Volume")
 
 @dataclass(frozen=True)
 class OperatorMounts:
-    """Where the operator mounts its volumes in a role's first container."""
+    """The volumes the operator adds to a role's pods, and where it mounts them in the first
+    container."""
 
     mount_paths: tuple[str, ...]
+    volume_names: tuple[str, ...]
 
     def __post_init__(self) -> None:
         # `/etc/mpi/` and `/etc/mpi` are one directory in the container.
@@ -132,7 +132,9 @@ def _pod_spec_errors(
     containers = pod_spec.get("containers")
     if not containers:
         yield FieldError(f"{path}.containers", "must define at least one container")
-    volumes = yield from _volume_errors(f"{path}.volumes", pod_spec.get("volumes"))
+    volumes = yield from _volume_errors(
+        f"{path}.volumes", pod_spec.get("volumes"), mounts.volume_names
+    )
     grace_period = grace_period_of(pod_spec)
     names: set[str] = set()
     for field in ("initContainers", "containers"):
@@ -164,12 +166,12 @@ def _pod_spec_errors(
     yield from _resources_errors(f"{path}.resources", pod_spec.get("resources"))
 
 
-def _volume_errors(path: str, volumes: object) -> Checked[set[str]]:
+def _volume_errors(path: str, volumes: object, reserved: tuple[str, ...]) -> Checked[set[str]]:
     """Problems of the volumes; returns (through ``yield from``) the names they define."""
     names: set[str] = set()
     for index, volume in entries(volumes):
         where = f"{path}[{index}]"
-        name = yield from _unique_name(where, volume, names, "volume", c.RESERVED_VOLUMES)
+        name = yield from _unique_name(where, volume, names, "volume", reserved)
         # An unknown field is no source: the schema check names it.
         sources = [key for key in volume if key != "name" and key in _VOLUME_FIELDS]
         if name is not None and len(sources) != 1:

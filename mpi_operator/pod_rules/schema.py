@@ -14,8 +14,8 @@ types, which is stricter in some places and looser in others than JSON Schema:
 - a required field is present and not ``null``.
 
 What the schema cannot say (names, quantities, port ranges, ...) is checked by the rules in
-``pod_template`` and ``containers``. The walk follows the document, whose depth and size
-``bounds`` has already limited, so it is bounded too.
+``template`` and ``containers``. The walk follows the document, whose depth and size
+``api.bounds`` has already limited, so it is bounded too.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Final
 
-from mpi_operator.api.errors import FieldError, quoted, unknown_field
+from mpi_operator.field_errors import FieldError, quoted, unknown_field
 
 Schema = Mapping[str, Any]
 
@@ -50,7 +50,9 @@ _RFC3339: Final = re.compile(
 
 @cache
 def _schema() -> dict[str, Any]:
-    text = resources.files("mpi_operator.api").joinpath("pod_template_schema.json").read_text()
+    text = (
+        resources.files("mpi_operator.pod_rules").joinpath("pod_template_schema.json").read_text()
+    )
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 
