@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -462,9 +463,11 @@ class ClusterProvider:
         if os.environ.get("E2E_KEEP_CLUSTERS") in ("1", "true", "yes"):
             # Left running for inspection; the next session reuses them.
             self.started.clear()
-        for stop in reversed(self.started):
-            with contextlib.suppress(Exception):
-                stop()
+        # Each cluster's processes, mounts and network are its own: stopping them side by side
+        # ends the session in the time of the slowest cluster, not of all of them in turn.
+        with ThreadPoolExecutor(max_workers=max(1, len(self.started))) as pool:
+            for stop in reversed(self.started):
+                pool.submit(stop)
         for c in self.clusters.values():
             with contextlib.suppress(Exception):
                 c.api.close()  # type: ignore[no-untyped-call]
