@@ -328,6 +328,15 @@ def get_pod_group(cluster: E2ECluster, namespace: str, name: str) -> dict[str, A
         raise
 
 
+def gang_min_count(pod_group: dict[str, Any]) -> int:
+    """How many pods the PodGroup waits for: `minMember`, or Kubernetes' own
+    `schedulingPolicy.gang.minCount`."""
+    spec = pod_group["spec"]
+    if "minMember" in spec:
+        return int(spec["minMember"])
+    return int(spec["schedulingPolicy"]["gang"]["minCount"])
+
+
 def retry_gang(cluster: E2ECluster, namespace: str, name: str) -> None:
     """Have the scheduler look at a waiting gang again once room has been made for it.
 

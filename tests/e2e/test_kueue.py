@@ -19,6 +19,7 @@ from mpi_operator.testing.wrappers import MPIJobWrapper
 from .clusters import (
     COSCHEDULING,
     KUEUE_PODS_READY_TIMEOUT,
+    NATIVE,
     VOLCANO,
     ClusterProvider,
     E2ECluster,
@@ -33,6 +34,7 @@ from .operator import (
     create_mpijob,
     event_reasons,
     finish_launcher,
+    gang_min_count,
     get_mpijob,
     get_pod_group,
     operator_fixture,
@@ -309,7 +311,7 @@ def test_a_higher_priority_job_preempts_a_running_one_which_comes_back_after_it(
             delete_cluster_object(c, "workloadpriorityclasses", name)
 
 
-@pytest.fixture(params=[VOLCANO, COSCHEDULING])
+@pytest.fixture(params=[VOLCANO, COSCHEDULING, NATIVE])
 def gang_with_kueue(
     request: pytest.FixtureRequest,
     cluster_provider: ClusterProvider,
@@ -344,7 +346,7 @@ def test_kueue_evicts_a_gang_that_cannot_start_whole_and_admits_the_next_job(
         create_mpijob(c, ns, queued_job("small", "lq").obj())
 
         pod_group = wait_until(lambda: get_pod_group(c, ns, "big"), 60, message="big's PodGroup")
-        assert pod_group["spec"]["minMember"] == 4, pod_group
+        assert gang_min_count(pod_group) == 4, pod_group
 
         def evicted_for_pods_ready_timeout() -> bool:
             # Read in this order: the small job is admitted only after big's eviction.
