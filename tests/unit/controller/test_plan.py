@@ -736,7 +736,7 @@ def test_a_held_worker_count_is_written_when_the_launcher_is_late() -> None:
 @pytest.mark.parametrize("transport", ["SSH", "KubectlExec"])
 @pytest.mark.parametrize("suspended", [False, True], ids=["running", "suspended"])
 @pytest.mark.parametrize(
-    "gang", ["", "volcano", "scheduler-plugins-scheduler", "koord-scheduler"], ids=str
+    "gang", ["", "volcano", "scheduler-plugins-scheduler", "koord-scheduler", NATIVE], ids=str
 )
 def test_a_first_sync_creates_what_render_lists_in_the_same_order(
     gang: str, suspended: bool, transport: str
