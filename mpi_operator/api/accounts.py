@@ -4,8 +4,8 @@ A kubeflow.org/v1 launcher runs as ``<job>-launcher``, an account the operator c
 the right to exec into that job's workers, and the operator itself runs as an account that
 may create and exec into pods and read Secrets everywhere. A pod naming either account gets
 its token, so a template that names one is refused: an MPIJob's author may hold none of those
-rights. Only the KubectlExec launcher's own template is exempt: the operator replaces its
-account with the job's own (Flyte names the execution's account there).
+rights. Only a role whose account the transport sets is exempt (the KubectlExec launcher's:
+the operator replaces it with the job's own; Flyte names the execution's account there).
 
 The API server runs a pod as ``serviceAccountName``, or as the deprecated ``serviceAccount``
 when that is empty; both fields are checked, so neither spelling lends an account.
@@ -19,6 +19,7 @@ from typing import Final
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.transport_checks import TransportChecks
 from mpi_operator.field_errors import FieldError, quoted
 
 LAUNCHER_ACCOUNT_SUFFIX: Final = "-launcher"
@@ -26,11 +27,6 @@ LAUNCHER_ACCOUNT_SUFFIX: Final = "-launcher"
 
 ACCOUNT_FIELDS: Final = ("serviceAccountName", "serviceAccount")
 """The pod spec's fields that name its account, the second deprecated."""
-
-
-def account_is_replaced(job: DefaultedMPIJob, role: str) -> bool:
-    """The operator sets the role's account itself: whatever its template names is ignored."""
-    return role == c.LAUNCHER and not job.uses_ssh
 
 
 def named_accounts(path: str, template: object) -> Iterator[tuple[str, str]]:
@@ -56,8 +52,11 @@ def launcher_account_errors(path: str, template: object) -> Iterator[FieldError]
             )
 
 
-def operator_account_errors(job: DefaultedMPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
-    """A template, in the operator's namespace, naming the operator's own account."""
+def operator_account_errors(
+    job: DefaultedMPIJob, facts: ClusterFacts, transport: TransportChecks
+) -> Iterator[FieldError]:
+    """A template, in the operator's namespace, naming the operator's own account; ``transport``
+    is the job's."""
     if facts.operator_account is None:
         return
     namespace, name = facts.operator_account
@@ -65,7 +64,7 @@ def operator_account_errors(job: DefaultedMPIJob, facts: ClusterFacts) -> Iterat
         return
     for role in c.REPLICA_TYPES:
         spec = job.replica_spec(role)
-        if spec is None or account_is_replaced(job, role):
+        if spec is None or transport.replaces_account(role):
             continue
         path = f"spec.mpiReplicaSpecs[{role}].template"
         for where, account in named_accounts(path, spec.template):

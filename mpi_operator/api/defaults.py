@@ -30,13 +30,6 @@ class DefaultedMPIJob(MPIJob):
 
     spec: DefaultedMPIJobSpec
 
-    @property
-    def uses_ssh(self) -> bool:
-        """SSH, kubeflow/mpi-operator's transport; otherwise kubectl exec, training-operator's.
-        For the checks of ``validation`` and ``accounts`` that differ by transport, as the
-        CRD's rules do; everything else asks the job's ``desired.transports.Transport``."""
-        return self.spec.transport != c.TRANSPORT_KUBECTL_EXEC
-
 
 def with_defaults(job: MPIJob) -> DefaultedMPIJob:
     """A copy of ``job`` with every default filled in; ``job`` is left untouched."""

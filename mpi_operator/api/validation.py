@@ -6,19 +6,19 @@ the first error, so a user fixes a job in one round.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Iterator, Mapping
 
 from pydantic import BaseModel, ValidationError
 
 from mpi_operator.api import constants as c
-from mpi_operator.api.accounts import account_is_replaced, launcher_account_errors
+from mpi_operator.api.accounts import launcher_account_errors
 from mpi_operator.api.bounds import document_errors
-from mpi_operator.api.defaults import DefaultedMPIJob, fill_in_defaults, with_defaults
+from mpi_operator.api.defaults import DefaultedMPIJob, fill_in_defaults
 from mpi_operator.api.errors import InvalidMPIJobError, from_pydantic
 from mpi_operator.api.models import MPIJob, ReplicaSpec, crd_keywords, integer_maximum
 from mpi_operator.api.rules import declared_versions, restart_policies
 from mpi_operator.api.topology import topology_errors
+from mpi_operator.api.transport_checks import TransportChecks
 from mpi_operator.field_errors import FieldError, quoted, unknown_field
 from mpi_operator.pod_rules import dns
 from mpi_operator.pod_rules.template import (
@@ -57,44 +57,31 @@ def _parsed(obj: object, *, within_bounds: bool) -> MPIJob:
         raise InvalidMPIJobError(from_pydantic(error)) from None
 
 
-def parse_with_defaults_and_errors(
-    obj: object, *, within_bounds: bool = False, admitted_at: tuple[str, ...] | None = None
-) -> tuple[DefaultedMPIJob, list[FieldError]]:
-    """:func:`parse_mpijob` of ``obj``, then :func:`with_defaults_and_errors` of the job,
-    without copying it (nothing else holds it); raises InvalidMPIJobError. ``within_bounds``:
-    the caller found ``obj`` within the document limits (``bounds.values_within_bounds``).
-    ``admitted_at``: the versions whose per-version rules apply (``rules.STORED`` for an
-    object read back from the API server); by default the one ``obj`` declares."""
-    defaulted = fill_in_defaults(_parsed(obj, within_bounds=within_bounds))
-    return defaulted, list(_errors(defaulted, admitted_at or declared_versions(defaulted)))
+def parse_with_defaults(obj: object, *, within_bounds: bool = False) -> DefaultedMPIJob:
+    """:func:`parse_mpijob` of ``obj`` with its defaults filled in, without copying it (nothing
+    else holds it); raises InvalidMPIJobError. ``within_bounds``: the caller found ``obj``
+    within the document limits (``bounds.values_within_bounds``)."""
+    return fill_in_defaults(_parsed(obj, within_bounds=within_bounds))
 
 
-def validate(job: MPIJob) -> list[FieldError]:
-    """Every problem of ``job``, evaluated with defaults applied."""
-    return with_defaults_and_errors(job)[1]
+def rule_errors(
+    job: DefaultedMPIJob, transport: TransportChecks, admitted_at: tuple[str, ...] | None = None
+) -> list[FieldError]:
+    """Every problem of ``job``, its defaults filled in, by the API's rules and by those of
+    ``transport``, the job's. ``admitted_at``: the versions whose per-version rules apply
+    (``rules.STORED`` for an object read back from the API server); by default the one the
+    job declares."""
+    return list(_errors(job, admitted_at or declared_versions(job), transport))
 
 
-def with_defaults_and_errors(job: MPIJob) -> tuple[DefaultedMPIJob, list[FieldError]]:
-    """:func:`with_defaults` of ``job`` and :func:`validate` of it, from one copy of the job
-    (a sync needs both, and the deep copy is the expensive part)."""
-    defaulted = with_defaults(job)
-    return defaulted, list(_errors(defaulted, declared_versions(defaulted)))
-
-
-def load_valid_mpijob(obj: object) -> DefaultedMPIJob:
-    """Parse and validate; returns the job with defaults applied."""
-    job, errors = parse_with_defaults_and_errors(obj)
-    if errors:
-        raise InvalidMPIJobError(errors)
-    return job
-
-
-def _errors(job: DefaultedMPIJob, admitted_at: tuple[str, ...]) -> Iterator[FieldError]:
-    yield from _metadata_errors(job)
+def _errors(
+    job: DefaultedMPIJob, admitted_at: tuple[str, ...], transport: TransportChecks
+) -> Iterator[FieldError]:
+    yield from _metadata_errors(job, transport)
     yield from _unknown_field_errors(job)
     spec = job.spec
     yield from _maximum_errors(job)
-    yield from _replica_specs_errors(job, restart_policies(admitted_at))
+    yield from _replica_specs_errors(job, restart_policies(admitted_at), transport)
     if spec.slots_per_worker is not None and spec.slots_per_worker < 0:
         yield FieldError("spec.slotsPerWorker", "must be greater than or equal to 0")
     run_policy = spec.run_policy
@@ -112,15 +99,7 @@ def _errors(job: DefaultedMPIJob, admitted_at: tuple[str, ...]) -> Iterator[Fiel
         yield from _non_negative(f"spec.runPolicy.{field}", value)
     if run_policy.managed_by is not None:
         yield from _one_of("spec.runPolicy.managedBy", run_policy.managed_by, c.MANAGED_BY_VALUES)
-    if not job.uses_ssh:
-        yield from _main_container_errors(job)
-    elif not spec.ssh_auth_mount_path:
-        yield FieldError("spec.sshAuthMountPath", "must have a mount path for SSH credentials")
-    elif _same_path(spec.ssh_auth_mount_path, c.CONFIG_MOUNT_PATH):
-        yield FieldError(
-            "spec.sshAuthMountPath",
-            f'"{spec.ssh_auth_mount_path}" is reserved: the launcher mounts the hostfile there',
-        )
+    yield from transport.spec_errors(job)
     yield from _one_of("spec.mpiImplementation", spec.mpi_implementation, c.MPI_IMPLEMENTATIONS)
     yield from _one_of(
         "spec.launcherCreationPolicy", spec.launcher_creation_policy, c.LAUNCHER_CREATION_POLICIES
@@ -128,7 +107,7 @@ def _errors(job: DefaultedMPIJob, admitted_at: tuple[str, ...]) -> Iterator[Fiel
     yield from _scheduling_policy_errors(job)
 
 
-def _metadata_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
+def _metadata_errors(job: DefaultedMPIJob, transport: TransportChecks) -> Iterator[FieldError]:
     metadata = job.metadata
     typed = True
     for field in ("name", "namespace", "uid"):
@@ -144,26 +123,14 @@ def _metadata_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
             yield FieldError(
                 "metadata.namespace", f"invalid value {quoted(job.namespace)}: {problem}"
             )
-    yield from _name_errors(job)
+    yield from _name_errors(job, transport)
 
 
-def _name_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
+def _name_errors(job: DefaultedMPIJob, transport: TransportChecks) -> Iterator[FieldError]:
     if not job.name:
         yield FieldError("metadata.name", "is required")
         return
-    if job.uses_ssh:
-        # The job's Service is named after it, so the name itself is a DNS-1035 label.
-        for problem in dns.dns1035_label(job.name):
-            yield FieldError(
-                "metadata.name",
-                f"invalid value {quoted(job.name)} for the name of the job's Service: {problem}",
-            )
-    else:
-        for problem in dns.dns1123_label(job.name):
-            yield FieldError(
-                "metadata.name",
-                f"invalid value {quoted(job.name)}: its pods' names are host names: {problem}",
-            )
+    yield from transport.name_errors(job)
     # The last worker's pod name doubles as its DNS hostname, so it bounds the job name.
     last_worker = f"{job.name}-worker-{max(job.replicas(c.WORKER), 1) - 1}"
     if len(last_worker) > dns.DNS1123_LABEL_MAX:
@@ -215,7 +182,7 @@ def _maximum_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
 
 
 def _replica_specs_errors(
-    job: DefaultedMPIJob, allowed_restarts: tuple[str, ...]
+    job: DefaultedMPIJob, allowed_restarts: tuple[str, ...], transport: TransportChecks
 ) -> Iterator[FieldError]:
     specs = job.spec.mpi_replica_specs
     base = "spec.mpiReplicaSpecs"
@@ -233,13 +200,13 @@ def _replica_specs_errors(
         yield FieldError(f"{base}[{c.LAUNCHER}]", "must have Launcher replica spec")
     else:
         path = f"{base}[{c.LAUNCHER}]"
-        yield from _replica_errors(path, launcher, job, c.LAUNCHER, allowed_restarts)
+        yield from _replica_errors(path, launcher, job, c.LAUNCHER, allowed_restarts, transport)
         if launcher.replicas is not None and launcher.replicas != 1:
             yield FieldError(f"{path}.replicas", "must be 1")
     worker = specs.get(c.WORKER)
     if worker is not None:
         path = f"{base}[{c.WORKER}]"
-        yield from _replica_errors(path, worker, job, c.WORKER, allowed_restarts)
+        yield from _replica_errors(path, worker, job, c.WORKER, allowed_restarts, transport)
         if worker.replicas is None:
             yield FieldError(f"{path}.replicas", "must define number of replicas (at least 1)")
         elif worker.replicas < 1:
@@ -247,46 +214,18 @@ def _replica_specs_errors(
 
 
 def _replica_errors(
-    path: str, spec: ReplicaSpec, job: DefaultedMPIJob, role: str, allowed_restarts: tuple[str, ...]
+    path: str,
+    spec: ReplicaSpec,
+    job: DefaultedMPIJob,
+    role: str,
+    allowed_restarts: tuple[str, ...],
+    transport: TransportChecks,
 ) -> Iterator[FieldError]:
     yield from _one_of(f"{path}.restartPolicy", spec.restart_policy, allowed_restarts)
-    yield from template_errors(f"{path}.template", spec.template, _operator_mounts(job, role))
-    if not account_is_replaced(job, role):
+    mounts = OperatorMounts(transport.operator_mounts(job, role), c.RESERVED_VOLUMES)
+    yield from template_errors(f"{path}.template", spec.template, mounts)
+    if not transport.replaces_account(role):
         yield from launcher_account_errors(f"{path}.template", spec.template)
-
-
-def _operator_mounts(job: DefaultedMPIJob, role: str) -> OperatorMounts:
-    """Where the operator mounts its volumes in the role's first container."""
-    if job.uses_ssh:
-        paths = [job.spec.ssh_auth_mount_path or c.DEFAULT_SSH_AUTH_MOUNT_PATH]
-        if role == c.LAUNCHER:
-            paths.append(c.CONFIG_MOUNT_PATH)
-    else:
-        # kubexec.sh in every pod; kubectl in the launcher.
-        paths = [c.CONFIG_MOUNT_PATH]
-        if role == c.LAUNCHER:
-            paths.append(c.KUBECTL_MOUNT_PATH)
-    return OperatorMounts(tuple(paths), c.RESERVED_VOLUMES)
-
-
-def _main_container_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:
-    """kubectl exec targets the named worker container, which must exist."""
-    name = job.spec.main_container
-    worker = job.replica_spec(c.WORKER)
-    if name is None or worker is None:
-        return
-    pod_spec = (worker.template or {}).get("spec")
-    containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
-    found = [container.get("name") for container in containers or [] if isinstance(container, dict)]
-    if name not in found:
-        yield FieldError(
-            "spec.mainContainer",
-            f"must name a container of the {c.WORKER} template, found {quoted(name)}",
-        )
-
-
-def _same_path(left: str, right: str) -> bool:
-    return posixpath.normpath(left) == posixpath.normpath(right)
 
 
 def _scheduling_policy_errors(job: DefaultedMPIJob) -> Iterator[FieldError]:

@@ -21,10 +21,11 @@ from mpi_operator.api.cluster import (
 )
 from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.models import MPIJob
-from mpi_operator.api.validation import parse_mpijob, with_defaults_and_errors
-from mpi_operator.api.validation import validate as _rules
+from mpi_operator.api.validation import parse_mpijob
 from mpi_operator.desired.objects import iter_desired_objects
-from mpi_operator.desired.validation import load_valid_job
+from mpi_operator.desired.transports import transport_of
+from mpi_operator.desired.validation import load_valid_job, with_defaults_and_errors
+from mpi_operator.desired.validation import validate as _rules
 from mpi_operator.field_errors import FieldError
 
 
@@ -60,7 +61,7 @@ def validate(
     except InvalidMPIJobError as invalid:
         return invalid.errors
     defaulted, errors = with_defaults_and_errors(parsed)
-    return [*errors, *operator_account_errors(defaulted, facts)]
+    return [*errors, *operator_account_errors(defaulted, facts, transport_of(defaulted))]
 
 
 def checked(job: JobLike) -> MPIJob:

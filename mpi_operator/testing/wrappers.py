@@ -12,7 +12,8 @@ from typing import Any, Self
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.defaults import DefaultedMPIJob, with_defaults
-from mpi_operator.api.validation import load_valid_mpijob, parse_mpijob
+from mpi_operator.api.validation import parse_mpijob
+from mpi_operator.desired.validation import load_valid_mpijob
 
 DEFAULT_IMAGE = "mpioperator/mpi-pi:openmpi"
 DEFAULT_UID = "8a7b6c5d-0000-4000-8000-000000000001"

@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 import hack.cluster as localcluster
 from mpi_operator.api import constants as c
 from mpi_operator.api import names
-from mpi_operator.api.validation import load_valid_mpijob
+from mpi_operator.desired.validation import load_valid_mpijob
 from mpi_operator.runtime.objects import controller_ref
 
 from .clusters import SIM, E2ECluster, wait_until

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.validation import parse_mpijob, validate
-from mpi_operator.desired.validation import render_errors
+from mpi_operator.api.validation import parse_mpijob
+from mpi_operator.desired.validation import render_errors, validate
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 LAUNCHER_REASON = (

@@ -27,9 +27,10 @@ from mpi_operator.api import constants as c
 from mpi_operator.api import crd, models
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import InvalidMPIJobError
-from mpi_operator.api.validation import parse_mpijob, validate
+from mpi_operator.api.validation import parse_mpijob
 from mpi_operator.controller.admission import admit
 from mpi_operator.controller.conditions import Condition, set_condition, state_last
+from mpi_operator.desired.validation import validate
 from mpi_operator.testing.wrappers import MPIJobWrapper
 from tests.unit.test_accounts import ACCOUNT_FIELDS, LAUNCHER_ACCOUNT_CASES, LAUNCHER_REASON
 

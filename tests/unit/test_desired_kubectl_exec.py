@@ -10,12 +10,11 @@ from golden import assert_matches_golden
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.cli import dump_objects
 from mpi_operator.desired.config import new_config_map
 from mpi_operator.desired.objects import desired_objects
 from mpi_operator.desired.transports.kubectl_exec import MAX_ROLE_BYTES, role_errors, role_rules
-from mpi_operator.desired.validation import render_errors
+from mpi_operator.desired.validation import load_valid_mpijob, render_errors
 from mpi_operator.testing.wrappers import MPIJobWrapper, container
 
 FACTS = ClusterFacts()

@@ -9,7 +9,7 @@ import pytest
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.validation import load_valid_mpijob
+from mpi_operator.desired.validation import load_valid_mpijob
 from mpi_operator.desired.workers import new_worker_pod
 from mpi_operator.testing.wrappers import MPIJobWrapper
 

@@ -16,7 +16,8 @@ from gang import GangScheduler, select_gang_scheduler
 from gang.coscheduling import CoschedulingScheduler
 from gang.volcano import VolcanoScheduler
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.validation import parse_mpijob, validate
+from mpi_operator.api.validation import parse_mpijob
+from mpi_operator.desired.validation import validate
 from mpi_operator.testing.wrappers import (
     MPIJobWrapper,
     child_labels,

@@ -21,11 +21,10 @@ from gang.volcano import GROUP_NAME_ANNOTATION
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.errors import InvalidMPIJobError
 from mpi_operator.api.models import MAX_WORKERS
-from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.cli import main
 from mpi_operator.controller.plan import SyncContext, plan_sync
 from mpi_operator.desired.config import MAX_CONFIG_MAP_BYTES
-from mpi_operator.desired.validation import render_errors
+from mpi_operator.desired.validation import load_valid_mpijob, render_errors
 from mpi_operator.pod_rules.template import MAX_ANNOTATIONS_BYTES
 from mpi_operator.testing.view import MemoryView
 from mpi_operator.testing.wrappers import MPIJobWrapper, container, resources_container

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mpi_operator.api.errors import InvalidMPIJobError
-from mpi_operator.api.validation import load_valid_mpijob
+from mpi_operator.desired.validation import load_valid_mpijob
 from mpi_operator.field_errors import MAX_PROBLEMS, FieldError
 from mpi_operator.pod_rules.schema import kubernetes_version, template_schema_errors
 from mpi_operator.testing.pod_rules import ACCEPTED, REFUSED, PodRuleCase

@@ -15,9 +15,9 @@ from golden import assert_matches_golden
 from gang import select_gang_scheduler
 from mpi_operator import sdk
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.api.validation import load_valid_mpijob
 from mpi_operator.cli import dump_objects
 from mpi_operator.desired.objects import desired_objects
+from mpi_operator.desired.validation import load_valid_mpijob
 from mpi_operator.runtime.client import ApiError
 from mpi_operator.sdk.errors import from_api_error
 from mpi_operator.sdk.offline import as_stored

@@ -21,6 +21,7 @@ from mpi_operator.desired import pod_templates, transports
 from mpi_operator.desired.kinds import Child
 from mpi_operator.desired.pod_templates import HOSTFILE_PATH
 from mpi_operator.field_errors import FieldError
+from mpi_operator.pod_rules import dns
 from mpi_operator.testing.wrappers import MPIJobWrapper
 from tests.unit.controller.test_plan import cluster_view, context, converge, writes
 
@@ -62,6 +63,19 @@ class Broker:
         pod_templates.append_to(
             pod_templates.main_container(template), "env", {"name": "BROKER_ROLE", "value": role}
         )
+
+    def name_errors(self, job: DefaultedMPIJob) -> Iterator[FieldError]:
+        for problem in dns.dns1123_label(job.name):
+            yield FieldError("metadata.name", f"a broker's host name: {problem}")
+
+    def spec_errors(self, job: DefaultedMPIJob) -> Iterator[FieldError]:
+        return iter(())
+
+    def operator_mounts(self, job: DefaultedMPIJob, role: str) -> tuple[str, ...]:
+        return (c.CONFIG_MOUNT_PATH,) if role == c.LAUNCHER else ()
+
+    def replaces_account(self, role: str) -> bool:
+        return False
 
     def errors(self, job: DefaultedMPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
         if job.replicas(c.WORKER) > MAX_BROKERS:
@@ -109,6 +123,21 @@ def test_its_checks_refuse_a_job_before_rendering() -> None:
     with pytest.raises(sdk.InvalidJobError) as refused:
         sdk.render(broker_job(MAX_BROKERS + 1))
     assert [e.path for e in refused.value.errors] == [f"spec.mpiReplicaSpecs[{c.WORKER}].replicas"]
+
+
+def test_its_rules_of_the_job_come_with_the_apis() -> None:
+    job = broker_job()
+    job["metadata"]["name"] = "Pi"
+    launcher = job["spec"]["mpiReplicaSpecs"][c.LAUNCHER]["template"]["spec"]
+    launcher["volumes"] = [{"name": "mine", "emptyDir": {}}]
+    launcher["containers"][0]["volumeMounts"] = [{"name": "mine", "mountPath": c.CONFIG_MOUNT_PATH}]
+    launcher["serviceAccountName"] = "other-launcher"
+    errors = {error.path: error.message for error in sdk.validate(job)}
+    assert errors["metadata.name"].startswith("a broker's host name: ")
+    mounts = f"spec.mpiReplicaSpecs[{c.LAUNCHER}].template.spec.containers[0].volumeMounts[0]"
+    assert "is reserved" in errors[f"{mounts}.mountPath"]
+    account = f"spec.mpiReplicaSpecs[{c.LAUNCHER}].template.spec.serviceAccountName"
+    assert "is reserved" in errors[account]
 
 
 def test_a_sync_creates_what_render_lists_and_nothing_to_revoke() -> None:

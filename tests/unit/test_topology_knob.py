@@ -6,7 +6,8 @@ import pytest
 
 from mpi_operator.api import constants as c
 from mpi_operator.api.topology import JobTopology, job_topology
-from mpi_operator.api.validation import parse_mpijob, validate
+from mpi_operator.api.validation import parse_mpijob
+from mpi_operator.desired.validation import validate
 from mpi_operator.testing.wrappers import MPIJobWrapper
 
 KNOB = "spec.runPolicy.schedulingPolicy.topology"

@@ -8,12 +8,8 @@ import pytest
 
 from mpi_operator.api.defaults import with_defaults
 from mpi_operator.api.errors import InvalidMPIJobError
-from mpi_operator.api.validation import (
-    load_valid_mpijob,
-    parse_mpijob,
-    validate,
-    with_defaults_and_errors,
-)
+from mpi_operator.api.validation import parse_mpijob
+from mpi_operator.desired.validation import load_valid_mpijob, validate, with_defaults_and_errors
 from mpi_operator.testing.wrappers import MPIJobWrapper, container
 
 QUANTITY_SYNTAX = (

@@ -14,14 +14,17 @@ from typing import Any, Final, Protocol, runtime_checkable
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.transport_checks import TransportChecks
 from mpi_operator.desired.kinds import Child
 from mpi_operator.desired.transports.kubectl_exec import KubectlExec
 from mpi_operator.desired.transports.ssh import SSH
 from mpi_operator.field_errors import FieldError
 
 
-class Transport(Protocol):
-    """What a transport decides. ``role`` is a replica type (``Launcher`` or ``Worker``)."""
+class Transport(TransportChecks, Protocol):
+    """What a transport decides; what the job's checks ask of it first (``TransportChecks``:
+    its rules of the job's name and fields, the mount paths it reserves, the accounts it
+    sets). ``role`` is a replica type (``Launcher`` or ``Worker``)."""
 
     @property
     def name(self) -> str:

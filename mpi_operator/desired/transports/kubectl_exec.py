@@ -21,10 +21,12 @@ from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import child_metadata
+from mpi_operator.api.transport_checks import invalid_name
 from mpi_operator.desired import pod_templates
 from mpi_operator.desired.kinds import POD, ROLE, ROLE_BINDING, SERVICE_ACCOUNT, Child, ChildKind
 from mpi_operator.desired.pod_templates import HOSTFILE_PATH
-from mpi_operator.field_errors import FieldError
+from mpi_operator.field_errors import FieldError, quoted
+from mpi_operator.pod_rules import dns
 
 KUBEXEC_PATH: Final = f"{c.CONFIG_MOUNT_PATH}/{c.KUBEXEC_SCRIPT_NAME}"
 KUBECTL_PATH: Final = f"{c.KUBECTL_MOUNT_PATH}/kubectl"
@@ -293,6 +295,36 @@ class KubectlExec:
             give_launcher_kubectl(template, job, facts)
         else:
             mount_kubexec(template, job)
+
+    def name_errors(self, job: DefaultedMPIJob) -> Iterator[FieldError]:
+        return invalid_name(job, dns.dns1123_label(job.name), ": its pods' names are host names")
+
+    def spec_errors(self, job: DefaultedMPIJob) -> Iterator[FieldError]:
+        """kubectl exec targets the named worker container, which must exist."""
+        name = job.spec.main_container
+        worker = job.replica_spec(c.WORKER)
+        if name is None or worker is None:
+            return
+        pod_spec = (worker.template or {}).get("spec")
+        containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
+        found = [
+            container.get("name") for container in containers or [] if isinstance(container, dict)
+        ]
+        if name not in found:
+            yield FieldError(
+                "spec.mainContainer",
+                f"must name a container of the {c.WORKER} template, found {quoted(name)}",
+            )
+
+    def operator_mounts(self, job: DefaultedMPIJob, role: str) -> tuple[str, ...]:
+        """kubexec.sh in every pod; kubectl in the launcher."""
+        if role == c.LAUNCHER:
+            return (c.CONFIG_MOUNT_PATH, c.KUBECTL_MOUNT_PATH)
+        return (c.CONFIG_MOUNT_PATH,)
+
+    def replaces_account(self, role: str) -> bool:
+        """The launcher runs as the account the operator makes for it, bound to its exec rights."""
+        return role == c.LAUNCHER
 
     def errors(self, job: DefaultedMPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
         return role_errors(job)

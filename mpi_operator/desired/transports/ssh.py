@@ -6,6 +6,7 @@ carries to the launcher and the workers, whose containers run sshd.
 from __future__ import annotations
 
 import base64
+import posixpath
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -15,6 +16,7 @@ from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.meta import child_metadata
+from mpi_operator.api.transport_checks import invalid_name
 from mpi_operator.desired import pod_templates
 from mpi_operator.desired.kinds import Child
 from mpi_operator.desired.pod_templates import HOSTFILE_PATH
@@ -251,6 +253,28 @@ class SSH:
         self, template: dict[str, Any], job: DefaultedMPIJob, role: str, facts: ClusterFacts
     ) -> None:
         mount_ssh_auth(template, job)
+
+    def name_errors(self, job: DefaultedMPIJob) -> Iterator[FieldError]:
+        # The job's Service is named after it, so the name itself is a DNS-1035 label.
+        return invalid_name(job, dns.dns1035_label(job.name), " for the name of the job's Service")
+
+    def spec_errors(self, job: DefaultedMPIJob) -> Iterator[FieldError]:
+        mount_path = job.spec.ssh_auth_mount_path
+        if not mount_path:
+            yield FieldError("spec.sshAuthMountPath", "must have a mount path for SSH credentials")
+        elif posixpath.normpath(mount_path) == posixpath.normpath(c.CONFIG_MOUNT_PATH):
+            yield FieldError(
+                "spec.sshAuthMountPath",
+                f"{quoted(mount_path)} is reserved: the launcher mounts the hostfile there",
+            )
+
+    def operator_mounts(self, job: DefaultedMPIJob, role: str) -> tuple[str, ...]:
+        """The key pair in every pod; the hostfile in the launcher."""
+        key_pair = job.spec.ssh_auth_mount_path or c.DEFAULT_SSH_AUTH_MOUNT_PATH
+        return (key_pair, c.CONFIG_MOUNT_PATH) if role == c.LAUNCHER else (key_pair,)
+
+    def replaces_account(self, role: str) -> bool:
+        return False
 
     def errors(self, job: DefaultedMPIJob, facts: ClusterFacts) -> Iterator[FieldError]:
         return dns_search_errors(job, facts)
