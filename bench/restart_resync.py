@@ -248,6 +248,7 @@ def main() -> int:
     args = parser.parse_args()
 
     binary = args.upstream_binary or side_by_side.built(side_by_side.BUILD_UPSTREAM)
+    create_jobs.compile_operator()
     measured = Flags(args.threadiness, args.kube_api_qps, args.kube_api_burst, None, None)
     creating = Flags(
         args.create_threadiness,

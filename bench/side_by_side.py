@@ -1073,6 +1073,7 @@ def contender(label: str, cluster: Cluster, flags: Flags, args: argparse.Namespa
     cached)."""
     kubeconfig = cluster.operator_kubeconfig
     if label == "ours":
+        create_jobs.compile_operator()
         return Contender(label, lambda ns: ours_command(kubeconfig, ns, flags))
     if label == "upstream":
         binary = args.upstream_binary or built(BUILD_UPSTREAM)

@@ -23,12 +23,21 @@ import logging
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, Self, TypedDict, TypeVar, Unpack, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    Protocol,
+    Self,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    cast,
+)
 from urllib.parse import quote
 
-import urllib3
 from prometheus_client import Counter
-from urllib3 import HTTPHeaderDict
 
 from mpi_operator.runtime import jsonbody
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
@@ -38,6 +47,9 @@ from mpi_operator.runtime.kubeconfig import Configuration, load_configuration
 from mpi_operator.runtime.objects import Object, name_of, namespace_of
 from mpi_operator.runtime.ratelimit import TokenBucket
 from mpi_operator.runtime.routes import REDIRECT_ROUTE, Route, Routes, origin_of, routes_for
+
+if TYPE_CHECKING:
+    import urllib3
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +318,7 @@ class LineStream(Generic[T]):
                 del buffer[:start]
             if bytes(buffer).strip():
                 yield self._decode(bytes(buffer))
-        except (urllib3.exceptions.HTTPError, OSError) as error:
+        except _transport_errors() as error:
             if self._closed:
                 return
             raise ApiError(0, "WatchInterrupted", str(error)) from error
@@ -399,6 +411,8 @@ class _WholeAnswer:
 
 def _pool_manager(configuration: Configuration) -> urllib3.PoolManager:
     """urllib3's pools for the server, with the configuration's TLS settings and proxy."""
+    import urllib3
+
     settings: dict[str, Any] = {
         "cert_reqs": "CERT_REQUIRED" if configuration.verify_tls else "CERT_NONE",
         "ca_certs": configuration.ca_file,
@@ -419,14 +433,49 @@ def _pool_manager(configuration: Configuration) -> urllib3.PoolManager:
     return urllib3.ProxyManager(proxy, **settings)
 
 
+class _Urllib3Pools:
+    """urllib3's pool manager, built at the first request one of urllib3's routes takes. Where
+    libcurl answers whole requests that is the first stream, a watch only the leader starts:
+    urllib3's import is then no part of the start (docs/performance.md)."""
+
+    def __init__(self, configuration: Configuration) -> None:
+        self._configuration = configuration
+        self._lock = threading.Lock()
+        self._built: tuple[urllib3.PoolManager, urllib3.util.Url] | None = None
+
+    def manager(self) -> urllib3.PoolManager:
+        return self._build()[0]
+
+    def server_pool(self) -> urllib3.HTTPConnectionPool:
+        """The pool of the configuration's server."""
+        manager, server = self._build()
+        return manager.connection_from_host(server.host, port=server.port, scheme=server.scheme)
+
+    def clear(self) -> None:
+        with self._lock:
+            if self._built is not None:
+                self._built[0].clear()
+
+    def _build(self) -> tuple[urllib3.PoolManager, urllib3.util.Url]:
+        built = self._built
+        if built is None:
+            with self._lock:
+                if self._built is None:
+                    import urllib3
+
+                    server = urllib3.util.parse_url(self._configuration.host)
+                    self._built = (_pool_manager(self._configuration), server)
+                built = self._built
+        return built
+
+
 def _transport(
     configuration: Configuration,
     routes: Routes,
-    manager: urllib3.PoolManager,
+    pools: _Urllib3Pools,
     curl: CurlPool | None,
 ) -> _Transport:
     """Each request through its route (:mod:`.routes`), the body as ``json.dumps`` writes it."""
-    server = urllib3.util.parse_url(configuration.host)
     origin_length = len(origin_of(configuration.host))
 
     def transport(
@@ -448,8 +497,7 @@ def _transport(
                 return _WholeAnswer(answer)
             return through_pool_manager(method, url, data, headers, timeout, route)
         if route is Route.SERVER_POOL:
-            pool = manager.connection_from_host(server.host, port=server.port, scheme=server.scheme)
-            response = pool.urlopen(
+            response = pools.server_pool().urlopen(
                 method,
                 target,
                 redirect=False,
@@ -481,7 +529,7 @@ def _transport(
                 REDIRECT_ROUTE.value,
             )
         options = _urllib3_options(data, headers, timeout)
-        return cast(_HTTPResponse, manager.urlopen(method, url, **options))
+        return cast(_HTTPResponse, pools.manager().urlopen(method, url, **options))
 
     return transport
 
@@ -501,6 +549,8 @@ def _urllib3_options(
     headers: Mapping[str, str],
     timeout: float | tuple[float, float | None] | None,
 ) -> dict[str, Any]:
+    from urllib3 import HTTPHeaderDict
+
     return {
         "body": data,
         "headers": HTTPHeaderDict(headers),
@@ -513,11 +563,22 @@ def _urllib3_timeout(
     timeout: float | tuple[float, float | None] | None,
 ) -> urllib3.Timeout | None:
     """urllib3's timeout: one number is the whole request's, a pair (connect, read)."""
+    import urllib3
+
     if not timeout:
         return None
     if isinstance(timeout, tuple):
         return urllib3.Timeout(connect=timeout[0], read=timeout[1])
     return urllib3.Timeout(total=timeout)
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """What a request or a read that got no answer raises: OSError (libcurl's errors too) and
+    urllib3's. Evaluated only as an exception passes, so the start does not import urllib3 for
+    it; a request through urllib3 has imported it already."""
+    import urllib3
+
+    return (urllib3.exceptions.HTTPError, OSError)
 
 
 class _Request(TypedDict, total=False):
@@ -566,7 +627,7 @@ class Client:
         self._group_buckets = {
             group: TokenBucket(qps, burst, clock) for group in own_budget_groups if group
         }
-        self._pools = _pool_manager(configuration)
+        self._pools = _Urllib3Pools(configuration)
         self._in_flight = max_requests_in_flight or configuration.pool_maxsize
         self.routes = routes_for(configuration)
         log.debug("requests to %s: %s", configuration.host, self.routes.reason)
@@ -893,7 +954,7 @@ class Client:
         response = self._send(method, verb, resource, path, timeout=self.request_timeout, **request)
         try:
             return response.status, response.read()
-        except (urllib3.exceptions.HTTPError, OSError) as error:
+        except _transport_errors() as error:
             raise ApiError(0, "ReadError", str(error)) from error
         finally:
             response.release_conn()
@@ -929,7 +990,7 @@ class Client:
             if self.configuration.authorization is not None:
                 headers["authorization"] = self.configuration.authorization.header()
             response = self._transport(method, url, headers, body, timeout, stream)
-        except (urllib3.exceptions.HTTPError, OSError) as error:
+        except _transport_errors() as error:
             API_REQUESTS.labels(verb, resource_label, NO_RESPONSE_CODE).inc()
             raise ApiError(0, type(error).__name__, str(error)) from error
         except ConfigError as error:  # an exec plugin that failed to renew its credential
@@ -939,7 +1000,7 @@ class Client:
         if not 200 <= response.status < 300:
             try:
                 data = response.read()
-            except (urllib3.exceptions.HTTPError, OSError):
+            except _transport_errors():
                 data = b""
             finally:
                 response.release_conn()

@@ -18,11 +18,11 @@ There are three ways, and which one a request takes depends on the client's conn
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import Final
 from urllib.parse import urlsplit
-
-import urllib3
 
 from mpi_operator.runtime import curl
 from mpi_operator.runtime.kubeconfig import Configuration
@@ -88,8 +88,23 @@ def curl_refusal(configuration: Configuration) -> str:
     return ""
 
 
+_LABEL: Final = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_WRITTEN_AS_GIVEN: Final = re.compile(
+    rf"https?://{_LABEL}(?:\.{_LABEL})*(?::(?:[1-9][0-9]{{0,3}}|[1-5][0-9]{{4}}))?(?=[/?#]|$)"
+)
+"""An origin urllib3 writes as given: a lower-case scheme, host name or IPv4 address, and a
+port without leading zeros, below 60000."""
+
+
 def origin_of(host: str) -> str:
-    """The scheme and authority of ``host``, as urllib3 writes them."""
+    """The scheme and authority of ``host``, as urllib3 writes them. The usual address is read
+    here: urllib3 is imported for another (a unit test holds the two to each other), so a
+    client through libcurl never imports it before its first stream."""
+    written = _WRITTEN_AS_GIVEN.match(host)
+    if written:
+        return written.group(0)
+    import urllib3
+
     server = urllib3.util.parse_url(host)
     return f"{server.scheme}://{server.netloc}"
 

@@ -74,8 +74,8 @@ def refuse_urllib3(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("urllib3 was used")
 
-    monkeypatch.setattr(client._pools, "connection_from_host", refuse)
-    monkeypatch.setattr(client._pools, "urlopen", refuse)
+    monkeypatch.setattr(client._pools, "manager", refuse)
+    monkeypatch.setattr(client._pools, "server_pool", refuse)
 
 
 def test_requests_answered_whole_go_through_libcurl_on_one_kept_connection(

@@ -7,11 +7,14 @@ import logging
 from typing import Any
 
 import pytest
+import urllib3
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mpi_operator.runtime import curl
 from mpi_operator.runtime.client import PODS, Client
 from mpi_operator.runtime.kubeconfig import Configuration
-from mpi_operator.runtime.routes import REDIRECT_ROUTE, Route, routes_for
+from mpi_operator.runtime.routes import REDIRECT_ROUTE, Route, origin_of, routes_for
 from tests.unit.runtime.scripted_server import FakeApiServer, Reply
 
 LIBCURL, SERVER_POOL, POOL_MANAGER = Route.LIBCURL, Route.SERVER_POOL, Route.POOL_MANAGER
@@ -112,3 +115,34 @@ def test_a_redirect_is_sent_again_through_the_pool_manager(
         "/api/v1/namespaces/ns/pods/p",
         "/api/v1/namespaces/other/pods/p",
     ]
+
+
+_LABELS = st.from_regex(r"[a-zA-Z0-9_-]{1,4}", fullmatch=True)
+_HOSTS = st.one_of(
+    st.lists(_LABELS, min_size=1, max_size=3).map(".".join),
+    st.ip_addresses(v=4).map(str),
+    st.ip_addresses(v=6).map(lambda address: f"[{address}]"),
+)
+_PORTS = st.one_of(
+    st.just(""),
+    st.integers(0, 70000).map(lambda port: f":{port}"),
+    st.integers(0, 999).map(lambda port: f":0{port}"),
+)
+
+
+@settings(max_examples=400)
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTPS"]),
+    host=_HOSTS,
+    port=_PORTS,
+    rest=st.text(alphabet="/?#:@[]%aZ.9-_ ", max_size=6),
+)
+def test_the_origin_is_the_one_urllib3_writes(scheme: str, host: str, port: str, rest: str) -> None:
+    address = f"{scheme}://{host}{port}{rest}"
+    try:
+        server = urllib3.util.parse_url(address)
+    except urllib3.exceptions.LocationParseError:
+        with pytest.raises(urllib3.exceptions.LocationParseError):
+            origin_of(address)
+        return
+    assert origin_of(address) == f"{server.scheme}://{server.netloc}"
