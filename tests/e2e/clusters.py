@@ -103,6 +103,15 @@ def run_cluster_tool(*args: str, timeout: float) -> subprocess.CompletedProcess[
     )
 
 
+def cluster_prefix() -> str:
+    """The first part of this session's cluster names: `E2E_CLUSTER_PREFIX` (default `e2e`),
+    then the worker's id when pytest-xdist runs modules side by side, so no two workers share
+    a cluster."""
+    prefix = os.environ.get("E2E_CLUSTER_PREFIX", "e2e")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return f"{prefix}-{worker}" if worker else prefix
+
+
 def wait_until(
     predicate: Callable[[], T | None],
     timeout: float = 30.0,
@@ -501,7 +510,7 @@ class ClusterProvider:
     ) -> E2ECluster:
         # Named apart from the `make cluster-up` clusters so a developer's
         # running cluster is never replaced by the test session.
-        name = f"{os.environ.get('E2E_CLUSTER_PREFIX', 'e2e')}-{flavour}"
+        name = f"{cluster_prefix()}-{flavour}"
         cmd = [sys.executable, str(CLUSTER_TOOL), "up", "--scheduler", flavour]
         if real_nodes:
             # No fake nodes: every pod runs for real.
