@@ -105,11 +105,12 @@ def run_cluster_tool(*args: str, timeout: float) -> subprocess.CompletedProcess[
 
 def cluster_prefix() -> str:
     """The first part of this session's cluster names: `E2E_CLUSTER_PREFIX` (default `e2e`),
-    then the worker's id when pytest-xdist runs modules side by side, so no two workers share
-    a cluster."""
+    then the worker's number when pytest-xdist runs modules side by side (`e2e0`, `e2e1`), so
+    no two workers share a cluster. One character more, no more: a real node's kubelet socket
+    lies under the cluster's directory, and a Unix socket's path holds at most 107 bytes."""
     prefix = os.environ.get("E2E_CLUSTER_PREFIX", "e2e")
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    return f"{prefix}-{worker}" if worker else prefix
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return prefix + worker.removeprefix("gw")
 
 
 def wait_until(
