@@ -103,6 +103,16 @@ def run_cluster_tool(*args: str, timeout: float) -> subprocess.CompletedProcess[
     )
 
 
+def cluster_prefix() -> str:
+    """The first part of this session's cluster names: `E2E_CLUSTER_PREFIX` (default `e2e`),
+    then the worker's number when pytest-xdist runs modules side by side (`e2e0`, `e2e1`), so
+    no two workers share a cluster. One character more, no more: a real node's kubelet socket
+    lies under the cluster's directory, and a Unix socket's path holds at most 107 bytes."""
+    prefix = os.environ.get("E2E_CLUSTER_PREFIX", "e2e")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return prefix + worker.removeprefix("gw")
+
+
 def wait_until(
     predicate: Callable[[], T | None],
     timeout: float = 30.0,
@@ -501,7 +511,7 @@ class ClusterProvider:
     ) -> E2ECluster:
         # Named apart from the `make cluster-up` clusters so a developer's
         # running cluster is never replaced by the test session.
-        name = f"{os.environ.get('E2E_CLUSTER_PREFIX', 'e2e')}-{flavour}"
+        name = f"{cluster_prefix()}-{flavour}"
         cmd = [sys.executable, str(CLUSTER_TOOL), "up", "--scheduler", flavour]
         if real_nodes:
             # No fake nodes: every pod runs for real.

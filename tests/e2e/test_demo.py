@@ -3,7 +3,6 @@ computing pi in real pods, and nothing of it left afterwards."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import pytest
 import hack.cluster as localcluster
 from hack.cluster import realnodes
 
-from .clusters import REPO, ClusterProvider
+from .clusters import REPO, ClusterProvider, cluster_prefix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realnodes]
 
@@ -26,7 +25,7 @@ def test_demo_computes_pi_in_real_pods_and_stops_everything(
 ) -> None:
     if cluster_provider.provider != "local":
         pytest.skip("the demo brings up a local cluster of its own")
-    name = f"{os.environ.get('E2E_CLUSTER_PREFIX', 'e2e')}-demo"
+    name = f"{cluster_prefix()}-demo"
     try:
         demo = subprocess.run(
             [sys.executable, str(DEMO), f"--name={name}"],
