@@ -39,6 +39,7 @@ MAX_WRITE_THREADS: Final = 32
 EXIT_LOST_LEADERSHIP: Final = 1
 EXIT_NO_CRD: Final = 1
 EXIT_NO_CONFIG: Final = 1
+EXIT_NO_PORT: Final = 1
 
 
 def own_budget_groups(gang: GangScheduler | None) -> tuple[str, ...]:
@@ -125,6 +126,9 @@ def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
             endpoints.elected.set()
             IS_LEADER.set(1)
             _operate(client, options, endpoints.caches_ready, stop)
+    except PortError as error:
+        log.error("%s", error)
+        return EXIT_NO_PORT
     finally:
         endpoints.stop()
         client.close()
@@ -133,6 +137,10 @@ def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
         return EXIT_LOST_LEADERSHIP
     log.info("stopped")
     return 0
+
+
+class PortError(Exception):
+    """A server's port cannot be bound (taken, or not ours to take)."""
 
 
 class _Endpoints:
@@ -152,7 +160,13 @@ class _Endpoints:
 
         options = self._options
         if options.monitoring_port:
-            self._metrics = start_metrics_server(options.monitoring_port, options.bind_address)
+            try:
+                self._metrics = start_metrics_server(options.monitoring_port, options.bind_address)
+            except OSError as error:
+                raise PortError(
+                    f"cannot serve metrics on --monitoring-port {options.monitoring_port}: "
+                    f"{error.strerror or error}"
+                ) from error
         health = HealthServer(options.bind_address, options.health_port)
         health.add_healthz("ping", lambda: True)
         # A standby is ready to take over; the leader once its caches are complete.
@@ -160,7 +174,13 @@ class _Endpoints:
         if elector is not None:
             health.add_healthz("leaderElection", elector.healthy)
             health.add_readyz("leaseNamespace", elector.can_campaign)
-        health.start()
+        try:
+            health.start()
+        except OSError as error:
+            raise PortError(
+                f"cannot serve /healthz and /readyz on --health-port {options.health_port}: "
+                f"{error.strerror or error}"
+            ) from error
         self._health = health
 
     def stop(self) -> None:
