@@ -15,7 +15,7 @@ import sys
 from typing import Final
 
 from mpi_operator.field_errors import one_line
-from mpi_operator.runtime.controller import install_log_record_context
+from mpi_operator.runtime.log_context import install_log_record_context
 
 # klog's severity letters; its verbose lines are Info lines.
 _SEVERITY: Final = {"DEBUG": "I", "INFO": "I", "WARNING": "W", "ERROR": "E", "CRITICAL": "F"}

@@ -1,12 +1,12 @@
 """The operator process: client, probes, leader election, shutdown.
 
-The start-up order follows upstream's: metrics first (every replica serves them), then a check
-that the CRD is installed, then the health server, then the Lease; only the leader imports and
-builds the caches and runs the workers (``leading``), caching the gang scheduler's kinds only
-while the API server serves them all (``served``), so a missing PodGroup CRD never holds
-readiness back. SIGTERM
-and SIGINT stop everything cleanly: workers finish their current key, events are flushed and
-the Lease is handed back for a standby to take at once.
+Start-up: a check that the CRD is installed, the first attempt at the Lease, then the metrics
+and probe servers (every replica serves them; upstream starts them before the Lease, but their
+imports are a third of the start's, and the Lease need not wait for them); only the leader
+imports and builds the caches and runs the workers (``leading``), caching the gang scheduler's
+kinds only while the API server serves them all (``served``), so a missing PodGroup CRD never
+holds readiness back. SIGTERM and SIGINT stop everything cleanly: workers finish their current
+key, events are flushed and the Lease is handed back for a standby to take at once.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import signal
 import threading
 from collections.abc import Sequence
 from types import FrameType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from gang import GangScheduler, cluster_inputs_of, gang_resources_of, select_gang_scheduler
 from mpi_operator import __version__
@@ -27,8 +27,10 @@ from mpi_operator.operator.options import DEFAULT_LEASE_NAME, Options
 from mpi_operator.runtime.client import ApiError, Client, is_not_found
 from mpi_operator.runtime.credentials import ConfigError
 from mpi_operator.runtime.events import WRITERS as EVENT_WRITERS
-from mpi_operator.runtime.health import HealthServer, start_metrics_server
 from mpi_operator.runtime.leader import IS_LEADER, LeaderElectionConfig, LeaderElector
+
+if TYPE_CHECKING:
+    from mpi_operator.runtime.health import HealthServer, MetricsServer
 
 log = logging.getLogger("mpi_operator")
 
@@ -37,6 +39,7 @@ MAX_WRITE_THREADS: Final = 32
 EXIT_LOST_LEADERSHIP: Final = 1
 EXIT_NO_CRD: Final = 1
 EXIT_NO_CONFIG: Final = 1
+EXIT_NO_PORT: Final = 1
 
 
 def own_budget_groups(gang: GangScheduler | None) -> tuple[str, ...]:
@@ -93,9 +96,6 @@ def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
     )
     if ignored_flags:
         log.info("ignoring klog's flags, which set nothing here: %s", " ".join(ignored_flags))
-    metrics_server = None
-    if options.monitoring_port:
-        metrics_server = start_metrics_server(options.monitoring_port, options.bind_address)
     try:
         client = Client.from_kubeconfig(
             options.kubeconfig or None,
@@ -111,38 +111,83 @@ def run(options: Options, ignored_flags: Sequence[str] = ()) -> int:
         )
     except (ConfigError, OSError) as error:
         log.error("cannot load the cluster configuration: %s", error)
-        if metrics_server is not None:
-            metrics_server.stop()
         return EXIT_NO_CONFIG
     stop = threading.Event()
     _stop_on_signals(stop)
     if not check_crd(client, options.namespace):
         return EXIT_NO_CRD
-    caches_ready = threading.Event()
-    elected = threading.Event()
-    health = HealthServer(options.bind_address, options.health_port)
-    health.add_healthz("ping", lambda: True)
-    # A standby is ready to take over; the leader once its caches are complete.
-    health.add_readyz("caches", lambda: caches_ready.is_set() or not elected.is_set())
-    health.start()
+    endpoints = _Endpoints(options)
     lost = False
     try:
         if options.leader_elect:
-            lost = _lead(client, options, caches_ready, elected, stop, health)
+            lost = _lead(client, options, endpoints, stop)
         else:
-            elected.set()
+            endpoints.start(None)
+            endpoints.elected.set()
             IS_LEADER.set(1)
-            _operate(client, options, caches_ready, stop)
+            _operate(client, options, endpoints.caches_ready, stop)
+    except PortError as error:
+        log.error("%s", error)
+        return EXIT_NO_PORT
     finally:
-        health.stop()
-        if metrics_server is not None:
-            metrics_server.stop()
+        endpoints.stop()
         client.close()
     if lost:
         log.error("leader election lost")
         return EXIT_LOST_LEADERSHIP
     log.info("stopped")
     return 0
+
+
+class PortError(Exception):
+    """A server's port cannot be bound (taken, or not ours to take)."""
+
+
+class _Endpoints:
+    """The metrics and probe servers. They start once the first attempt at the Lease has been
+    answered: their imports (prometheus-client, ``http.server``) are a third of the start's, and
+    a replica is not ready before that attempt anyway."""
+
+    def __init__(self, options: Options) -> None:
+        self._options = options
+        self.caches_ready = threading.Event()
+        self.elected = threading.Event()
+        self._metrics: MetricsServer | None = None
+        self._health: HealthServer | None = None
+
+    def start(self, elector: LeaderElector | None) -> None:
+        from mpi_operator.runtime.health import HealthServer, start_metrics_server
+
+        options = self._options
+        if options.monitoring_port:
+            try:
+                self._metrics = start_metrics_server(options.monitoring_port, options.bind_address)
+            except OSError as error:
+                raise PortError(
+                    f"cannot serve metrics on --monitoring-port {options.monitoring_port}: "
+                    f"{error.strerror or error}"
+                ) from error
+        health = HealthServer(options.bind_address, options.health_port)
+        health.add_healthz("ping", lambda: True)
+        # A standby is ready to take over; the leader once its caches are complete.
+        health.add_readyz("caches", lambda: self.caches_ready.is_set() or not self.elected.is_set())
+        if elector is not None:
+            health.add_healthz("leaderElection", elector.healthy)
+            health.add_readyz("leaseNamespace", elector.can_campaign)
+        try:
+            health.start()
+        except OSError as error:
+            raise PortError(
+                f"cannot serve /healthz and /readyz on --health-port {options.health_port}: "
+                f"{error.strerror or error}"
+            ) from error
+        self._health = health
+
+    def stop(self) -> None:
+        if self._health is not None:
+            self._health.stop()
+        if self._metrics is not None:
+            self._metrics.stop()
 
 
 def _operate(
@@ -156,14 +201,7 @@ def _operate(
     Operator(client, options, caches_ready, write_threads(options.threadiness)).run(stop)
 
 
-def _lead(
-    client: Client,
-    options: Options,
-    caches_ready: threading.Event,
-    elected: threading.Event,
-    stop: threading.Event,
-    health: HealthServer,
-) -> bool:
+def _lead(client: Client, options: Options, endpoints: _Endpoints, stop: threading.Event) -> bool:
     """Run the leader's work while holding the Lease; True when leadership was lost, not given
     up."""
     config = LeaderElectionConfig(
@@ -176,18 +214,17 @@ def _lead(
     )
 
     def lead(stopped: threading.Event) -> None:
-        elected.set()
-        _operate(client, options, caches_ready, stopped)
+        endpoints.elected.set()
+        _operate(client, options, endpoints.caches_ready, stopped)
 
     elector = LeaderElector(
         config,
         client.with_options(user_agent="leader-election", request_timeout=config.renew_deadline),
         on_started_leading=lead,
+        after_first_attempt=lambda: endpoints.start(elector),
     )
-    health.add_healthz("leaderElection", elector.healthy)
-    health.add_readyz("leaseNamespace", elector.can_campaign)
     elector.run(stop)
-    return elected.is_set() and not stop.is_set()
+    return endpoints.elected.is_set() and not stop.is_set()
 
 
 def _stop_on_signals(stop: threading.Event) -> None:

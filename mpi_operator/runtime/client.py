@@ -37,10 +37,9 @@ from typing import (
 )
 from urllib.parse import quote
 
-from prometheus_client import Counter
-
 from mpi_operator.runtime import jsonbody
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
+from mpi_operator.runtime.counts import Count
 from mpi_operator.runtime.credentials import ConfigError
 from mpi_operator.runtime.curl import Answer, CurlPool
 from mpi_operator.runtime.kubeconfig import Configuration, load_configuration
@@ -55,10 +54,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-API_REQUESTS = Counter(
+API_REQUESTS = Count(
     "mpi_operator_api_requests_total",
     "Requests sent to the Kubernetes API server, by verb, resource and HTTP status code.",
-    ["verb", "resource", "code"],
+    ("verb", "resource", "code"),
 )
 
 # The code label when no HTTP response arrived (connection refused, TLS failure, timeout),
@@ -991,12 +990,12 @@ class Client:
                 headers["authorization"] = self.configuration.authorization.header()
             response = self._transport(method, url, headers, body, timeout, stream)
         except _transport_errors() as error:
-            API_REQUESTS.labels(verb, resource_label, NO_RESPONSE_CODE).inc()
+            API_REQUESTS.inc(verb, resource_label, NO_RESPONSE_CODE)
             raise ApiError(0, type(error).__name__, str(error)) from error
         except ConfigError as error:  # an exec plugin that failed to renew its credential
-            API_REQUESTS.labels(verb, resource_label, NO_RESPONSE_CODE).inc()
+            API_REQUESTS.inc(verb, resource_label, NO_RESPONSE_CODE)
             raise ApiError(0, "CredentialError", str(error)) from error
-        API_REQUESTS.labels(verb, resource_label, str(response.status)).inc()
+        API_REQUESTS.inc(verb, resource_label, str(response.status))
         if not 200 <= response.status < 300:
             try:
                 data = response.read()

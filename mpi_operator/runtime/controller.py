@@ -15,16 +15,13 @@ raises anything else               ``add_rate_limited`` (growing backoff)      `
 The queue hands a key to one worker at a time, so a reconcile never runs concurrently with
 another reconcile of the same key, whatever the number of workers.
 
-Logging: while a reconcile runs, :func:`current_key` returns its key (a context variable set on
-the worker thread). :class:`ReconcileContextFilter` or :func:`install_log_record_context` put it
-on every log record as ``reconcile_key``/``controller``/``reconcile_context``, so lines logged
-by the reconcile code — at any depth, through any logger — carry ``namespace/name`` without
-passing a logger around.
+Logging: while a reconcile runs, its key and the controller's name are the log context
+(:mod:`.log_context`), so lines logged by the reconcile code — at any depth, through any
+logger — carry ``namespace/name`` without passing a logger around.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 from collections.abc import Callable
@@ -34,6 +31,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from mpi_operator.runtime.client import ApiError
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
+from mpi_operator.runtime.log_context import reconciling
 from mpi_operator.runtime.workqueue import RateLimitingQueue
 
 log = logging.getLogger(__name__)
@@ -96,56 +94,6 @@ class TerminalError(Exception):
 
 
 Reconciler = Callable[[str], "Result | None"]
-
-_current_key: contextvars.ContextVar[str] = contextvars.ContextVar("reconcile_key", default="")
-_current_controller: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "reconcile_controller", default=""
-)
-
-
-def current_key() -> str:
-    """The key being reconciled on this thread, ``""`` outside a reconcile."""
-    return _current_key.get()
-
-
-def _annotate(record: logging.LogRecord) -> None:
-    key = _current_key.get()
-    controller = _current_controller.get()
-    record.reconcile_key = key
-    record.controller = controller
-    record.reconcile_context = f"[{controller} {key}] " if key else ""
-
-
-class ReconcileContextFilter(logging.Filter):
-    """Adds ``reconcile_key``, ``controller`` and ``reconcile_context`` (``"[name ns/key] "`` or
-    ``""``) to records. Attach it to handlers, e.g. with the format
-    ``"%(levelname)s %(name)s: %(reconcile_context)s%(message)s"``."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        _annotate(record)
-        return True
-
-
-_factory_installed = False
-_factory_lock = threading.Lock()
-
-
-def install_log_record_context() -> None:
-    """Like :class:`ReconcileContextFilter` but for every record of the process, whatever
-    handler and formatter end up printing it (wraps the log record factory once)."""
-    global _factory_installed
-    with _factory_lock:
-        if _factory_installed:
-            return
-        previous = logging.getLogRecordFactory()
-
-        def factory(*args: object, **kwargs: object) -> logging.LogRecord:
-            record = previous(*args, **kwargs)
-            _annotate(record)
-            return record
-
-        logging.setLogRecordFactory(factory)
-        _factory_installed = True
 
 
 class Controller:
@@ -224,23 +172,20 @@ class Controller:
         if key is None:
             return False
         self._active.inc()
-        key_token = _current_key.set(key)
-        controller_token = _current_controller.set(self.name)
         start = self._clock.monotonic()
         outcome = RESULT_ERROR
-        try:
-            outcome = self._handle(key)
-            self._total[outcome].inc()
-        finally:
-            elapsed = max(0.0, self._clock.monotonic() - start)
-            self._time.observe(elapsed)
-            # One line a reconcile at -v 4 (upstream logs one a sync by default): what a
-            # benchmark reads to tell when every key was synced after a restart.
-            log.debug("%s: %s: reconciled: %s in %.3f s", self.name, key, outcome, elapsed)
-            _current_controller.reset(controller_token)
-            _current_key.reset(key_token)
-            self._active.dec()
-            self.queue.done(key)
+        with reconciling(self.name, key):
+            try:
+                outcome = self._handle(key)
+                self._total[outcome].inc()
+            finally:
+                elapsed = max(0.0, self._clock.monotonic() - start)
+                self._time.observe(elapsed)
+                # One line a reconcile at -v 4 (upstream logs one a sync by default): what a
+                # benchmark reads to tell when every key was synced after a restart.
+                log.debug("%s: %s: reconciled: %s in %.3f s", self.name, key, outcome, elapsed)
+                self._active.dec()
+                self.queue.done(key)
         return True
 
     def _handle(self, key: str) -> str:

@@ -25,10 +25,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from prometheus_client import Counter
-
 from mpi_operator.runtime.client import EVENTS, ApiError, Client, is_not_found
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
+from mpi_operator.runtime.counts import Count
 from mpi_operator.runtime.objects import Object, metadata
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,7 @@ MAX_MESSAGE_LENGTH = 1024
 AGGREGATION_WINDOW = 600.0
 WRITERS = 4
 
-EVENTS_DROPPED: Final = Counter(
+EVENTS_DROPPED: Final = Count(
     "mpi_operator_events_dropped_total",
     "Events not written because the recorder's queue was full.",
 )

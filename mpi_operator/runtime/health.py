@@ -6,8 +6,9 @@ daemon thread. Each endpoint runs its named checks; any failing or raising check
 500 and name the check, in the ``[+]name ok`` / ``[-]name failed`` style of Kubernetes
 components (the list is always in the body, so a probe failure is self-explaining in logs).
 
-Metrics are served by prometheus-client's WSGI app on their own port (upstream serves them
-before and regardless of leader election): :func:`start_metrics_server`.
+Metrics are served by prometheus-client's WSGI app on their own port, by every replica, leader
+or not: :func:`start_metrics_server`. They include the counts the process keeps from its first
+request on (:mod:`.counts`), which this module's import registers.
 
 Both servers give a connection :data:`REQUEST_TIMEOUT` seconds to send its whole request and
 as long again for each write of the answer, then close it: a client that connects and sends
@@ -21,7 +22,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import BaseServer, ThreadingMixIn
@@ -29,7 +30,12 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import make_wsgi_app
+from prometheus_client import REGISTRY, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from mpi_operator.runtime.counts import EXPOSED, Count
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -197,6 +203,25 @@ class _MetricsHandler(_BoundedHandler, WSGIRequestHandler):
             super().handle()
         except TimeoutError:
             return  # nothing to answer: the server closes the connection
+
+
+class _Counts(Collector):
+    """The metrics of :mod:`.counts`, read when scraped."""
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in EXPOSED:
+            if isinstance(metric, Count):
+                family = CounterMetricFamily(
+                    metric.name, metric.documentation, labels=metric.labelnames
+                )
+                for labels, value in metric.samples():
+                    family.add_metric(labels, value)
+                yield family
+            else:
+                yield GaugeMetricFamily(metric.name, metric.documentation, value=metric.value)
+
+
+REGISTRY.register(_Counts())
 
 
 def start_metrics_server(

@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
-from urllib.request import getproxies
 
 from mpi_operator.runtime.credentials import (
     Authorization,
@@ -181,9 +180,11 @@ def _read_kubeconfig(path: str) -> Mapping[str, Any]:
     # Only here: in a pod, where the service account is read, nothing else needs YAML.
     import yaml
 
+    # libyaml's loader where PyYAML has it: the pure-Python one takes milliseconds of the start.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         with open(path, encoding="utf-8") as file:
-            document = yaml.safe_load(file)
+            document = yaml.load(file, Loader=loader)
     except OSError as error:
         raise ConfigError(f"kubeconfig {path}: {error.strerror or error}") from error
     except (UnicodeDecodeError, yaml.YAMLError) as error:
@@ -356,7 +357,7 @@ def _remove_held_files() -> None:
 def environment_proxy(url: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The proxy ``$HTTPS_PROXY``/``$HTTP_PROXY`` (``$ALL_PROXY``) name for this URL, unless
     ``$NO_PROXY`` names its host, domain or network; read once, when the settings are made."""
-    proxies = getproxies() if environ is None else _proxies_of(environ)
+    proxies = _proxies_of(os.environ if environ is None else environ)
     parts = urlsplit(url)
     proxy = proxies.get(parts.scheme) or proxies.get("all")
     if not proxy or _bypassed(parts.hostname or "", parts.port, proxies.get("no", "")):
@@ -365,11 +366,13 @@ def environment_proxy(url: str, environ: Mapping[str, str] | None = None) -> str
 
 
 def _proxies_of(environ: Mapping[str, str]) -> dict[str, str]:
+    """Each variable under its upper-case name first, then its lower-case one, as Go's
+    ``httpproxy`` (so client-go) reads them; an empty one counts as unset."""
     proxies: dict[str, str] = {}
-    for name, value in environ.items():
-        lowered = name.lower()
-        if value and lowered.endswith("_proxy"):
-            proxies.setdefault(lowered[: -len("_proxy")], value)
+    for scheme in ("http", "https", "all", "no"):
+        value = environ.get(f"{scheme.upper()}_PROXY") or environ.get(f"{scheme}_proxy")
+        if value:
+            proxies[scheme] = value
     return proxies
 
 

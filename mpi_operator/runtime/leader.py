@@ -42,15 +42,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from prometheus_client import Gauge
-
 from mpi_operator.runtime.client import LEASES, ApiError, Resource, is_not_found
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
+from mpi_operator.runtime.counts import Level
 from mpi_operator.runtime.objects import Object, resource_version_of
 
 log = logging.getLogger(__name__)
 
-IS_LEADER = Gauge("mpi_operator_is_leader", "1 while this replica holds the leader Lease.")
+IS_LEADER = Level("mpi_operator_is_leader", "1 while this replica holds the leader Lease.")
 
 # client-go's JitterFactor for retries while not leading: waits of retry_period * [1, 2.2).
 _JITTER = 1.2
@@ -132,6 +131,8 @@ class LeaderElector:
     set (leadership lost, or :meth:`run`'s stop event set); when it returns or raises, this
     replica gives up leadership. ``on_stopped_leading()`` runs after leading ends, on the thread
     that called :meth:`run`. Upstream exits the process there; the caller decides.
+    ``after_first_attempt()`` runs once, on that thread, when the first attempt at the Lease
+    has been answered (or failed), before any leader's work.
     """
 
     def __init__(
@@ -142,6 +143,7 @@ class LeaderElector:
         on_started_leading: Callable[[threading.Event], None],
         on_stopped_leading: Callable[[], None] | None = None,
         on_new_leader: Callable[[str], None] | None = None,
+        after_first_attempt: Callable[[], None] | None = None,
         clock: Clock = REAL_CLOCK,
         rng: Callable[[], float] = random.random,
     ) -> None:
@@ -150,6 +152,7 @@ class LeaderElector:
         self._on_started = on_started_leading
         self._on_stopped = on_stopped_leading
         self._on_new_leader = on_new_leader
+        self._after_first_attempt = after_first_attempt
         self._clock = clock
         self._rng = rng
         self._lock = threading.Lock()
@@ -233,8 +236,14 @@ class LeaderElector:
 
     def _acquire(self, stop: threading.Event) -> bool:
         log.info("%s: campaigning for Lease %s", self.identity, self._lease_name())
+        first = True
         while not stop.is_set():
-            if self.try_acquire_or_renew():
+            acquired = self.try_acquire_or_renew()
+            if first and self._after_first_attempt is not None:
+                # Before the leader's work starts, whatever the answer.
+                self._after_first_attempt()
+            first = False
+            if acquired:
                 log.info("%s: acquired Lease %s", self.identity, self._lease_name())
                 return True
             delay = self.config.retry_period * (1.0 + self._rng() * _JITTER)

@@ -1,7 +1,8 @@
 """What the operator imports before it holds the Lease, and before its caches list: the process,
 its client and the election first; the caches next; the sync's modules (the MPIJob models, the
-controller) only while the caches list. Where libcurl answers whole requests, urllib3 loads
-with the first stream, a cache's watch."""
+controller) only while the caches list; the metrics and probe servers once the first attempt at
+the Lease is answered. Where libcurl answers whole requests, urllib3 loads with the first
+stream, a cache's watch."""
 
 import subprocess
 import sys
@@ -25,11 +26,22 @@ def _modules_after(code: str) -> set[str]:
     return set(done.stdout.split())
 
 
+# The metrics and probe servers' modules, which start once the first Lease attempt is answered.
+SERVERS_ONLY = ("prometheus_client", "http.server", "mpi_operator.runtime.health")
+
+
 def test_the_start_imports_none_of_the_leaders_work() -> None:
     started = _modules_after("import mpi_operator.cli, mpi_operator.operator.main")
     assert "mpi_operator.runtime.leader" in started
     leaders = {"mpi_operator.operator.leading", "mpi_operator.operator.caches", *SYNC_ONLY}
     assert leaders & started == set()
+
+
+def test_the_start_imports_neither_server_nor_the_standard_http_client() -> None:
+    started = _modules_after("import mpi_operator.cli, mpi_operator.operator.main")
+    assert {*SERVERS_ONLY, "http.client", "urllib.request"} & started == set()
+    served = _modules_after("import mpi_operator.runtime.health")
+    assert set(SERVERS_ONLY) <= served
 
 
 def test_the_caches_start_before_the_sync_modules_load() -> None:

@@ -11,10 +11,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from kubernetes import client as k8s_client
-from prometheus_client import REGISTRY
 
 from mpi_operator.runtime import curl
 from mpi_operator.runtime.client import (
+    API_REQUESTS,
     JOBS,
     NAMESPACES,
     PODS,
@@ -67,8 +67,7 @@ def test_the_transport_is_the_one_asked_for(
 
 
 def requests(verb: str, resource: str, code: str) -> float:
-    labels = {"verb": verb, "resource": resource, "code": code}
-    return REGISTRY.get_sample_value("mpi_operator_api_requests_total", labels) or 0.0
+    return API_REQUESTS.value(verb, resource, code)
 
 
 @pytest.mark.parametrize(

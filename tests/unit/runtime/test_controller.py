@@ -11,11 +11,9 @@ import pytest
 from prometheus_client import REGISTRY
 
 from mpi_operator.runtime.clock import FakeClock
-from mpi_operator.runtime.controller import (
-    Controller,
+from mpi_operator.runtime.controller import Controller, Result, TerminalError
+from mpi_operator.runtime.log_context import (
     ReconcileContextFilter,
-    Result,
-    TerminalError,
     current_key,
     install_log_record_context,
 )

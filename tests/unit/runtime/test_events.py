@@ -5,11 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from prometheus_client import REGISTRY
-
 from mpi_operator.runtime.client import ApiError
 from mpi_operator.runtime.clock import FakeClock
-from mpi_operator.runtime.events import MAX_MESSAGE_LENGTH, EventRecorder
+from mpi_operator.runtime.events import EVENTS_DROPPED, MAX_MESSAGE_LENGTH, EventRecorder
 
 JOB: dict[str, Any] = {
     "apiVersion": "kubeflow.org/v2beta1",
@@ -201,10 +199,10 @@ def test_full_queue_drops_instead_of_blocking() -> None:
     rec.normal(JOB, "R", "first")
     assert sink.entered.wait(5)  # the writer took it off the queue and is stuck writing
     rec.normal(JOB, "R", "second")  # fills the queue
-    dropped_before = REGISTRY.get_sample_value("mpi_operator_events_dropped_total") or 0.0
+    dropped_before = EVENTS_DROPPED.value()
     rec.normal(JOB, "R", "third")  # dropped, immediately
     assert rec.dropped == 1
-    assert REGISTRY.get_sample_value("mpi_operator_events_dropped_total") == dropped_before + 1
+    assert EVENTS_DROPPED.value() == dropped_before + 1
     sink.gate.set()
     assert rec.flush()
     assert [event["message"] for event in sink.created] == ["first", "second"]

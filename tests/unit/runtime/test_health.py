@@ -88,6 +88,9 @@ def test_metrics_server_serves_runtime_metrics() -> None:
         assert 'workqueue_adds_total{name="metrics-endpoint-test"} 1.0' in body
         IS_LEADER.set(0)
         assert "\nmpi_operator_is_leader 0.0\n" in fetch(metrics.port, "/metrics")[1]
+        IS_LEADER.set(1)
+        assert "\nmpi_operator_is_leader 1.0\n" in fetch(metrics.port, "/metrics")[1]
+        IS_LEADER.set(0)
     finally:
         metrics.stop()
 

@@ -397,6 +397,23 @@ def test_no_proxy_as_gos_httpproxy_reads_it(url: str, no_proxy: str, proxied: bo
     assert environment_proxy(url, environ) == expected
 
 
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"https_proxy": "http://lower:1"}, "http://lower:1"),
+        ({"https_proxy": "http://lower:1", "HTTPS_PROXY": "http://upper:2"}, "http://upper:2"),
+        ({"HTTPS_PROXY": "", "https_proxy": "http://lower:1"}, "http://lower:1"),
+        ({"HTTP_PROXY": "http://plain:3"}, None),
+        ({"all_proxy": "http://any:4"}, "http://any:4"),
+        ({"HTTPS_PROXY": "http://upper:2", "no_proxy": "api.example"}, None),
+    ],
+)
+def test_proxy_variables_as_gos_httpproxy_reads_them(
+    environ: dict[str, str], expected: str | None
+) -> None:
+    assert environment_proxy("https://api.example:6443", environ) == expected
+
+
 def test_the_operator_stops_with_one_line_naming_the_entry(tmp_path: Path) -> None:
     user = {"auth-provider": {"name": "oidc"}}
     path = kubeconfig(tmp_path / "kubeconfig", {"server": "https://a"}, user)

@@ -7,15 +7,16 @@ import itertools
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
-from prometheus_client import REGISTRY
 
 from mpi_operator.runtime.client import LEASES, ApiError, Resource
 from mpi_operator.runtime.clock import FakeClock
 from mpi_operator.runtime.leader import (
+    IS_LEADER,
     LeaderElectionConfig,
     LeaderElector,
     default_identity,
@@ -114,8 +115,8 @@ def leading(
     return a, stopped_calls
 
 
-def is_leader_gauge() -> float | None:
-    return REGISTRY.get_sample_value("mpi_operator_is_leader")
+def is_leader_gauge() -> float:
+    return IS_LEADER.value
 
 
 @pytest.mark.parametrize(
@@ -300,6 +301,48 @@ def test_follower_stops_cleanly_without_leading() -> None:
     assert not runner.is_alive()
     assert started == []
     assert api.spec()["holderIdentity"] == "holder"
+
+
+def test_after_the_first_attempt_runs_once_before_the_leaders_work() -> None:
+    api, clock = FakeLeases(), FakeClock(auto_advance=True)
+    stop = threading.Event()
+    calls: list[str] = []
+
+    def lead(stopped: threading.Event) -> None:
+        calls.append("lead")
+        stop.set()
+
+    a = elector(
+        api,
+        clock,
+        "a",
+        on_started_leading=lead,
+        after_first_attempt=lambda: calls.append(f"answered: {api.spec()['holderIdentity']}"),
+    )
+    a.run(stop)
+    assert calls == ["answered: a", "lead"]
+
+
+def test_a_follower_runs_after_the_first_attempt_once_while_it_keeps_trying() -> None:
+    api, clock = FakeLeases(), FakeClock(auto_advance=True)
+    holder = elector(api, clock, "holder")
+    assert holder.try_acquire_or_renew()
+    reads_before = api.calls.count("get")
+    answered: list[str] = []
+    follower = elector(
+        api, clock, "follower", after_first_attempt=lambda: answered.append(follower.leader)
+    )
+    stop = threading.Event()
+    runner = threading.Thread(target=follower.run, args=(stop,))
+    runner.start()
+    deadline = time.monotonic() + 5
+    while api.calls.count("get") < reads_before + 3 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    stop.set()
+    runner.join(5)
+    assert not runner.is_alive()
+    assert api.calls.count("get") >= reads_before + 3  # three attempts at least, all lost
+    assert answered == ["holder"]
 
 
 def test_a_missing_lease_namespace_is_an_error_saying_what_to_do_and_the_replica_is_not_ready(
