@@ -220,3 +220,27 @@ def test_a_network_topology_change_updates_the_pod_group() -> None:
     assert not scheduler.needs_update(
         with_tier, scheduler.pod_group(job, facts_with(racks_by_regex()))
     )
+
+
+def test_the_job_is_told_with_each_write_of_its_pod_group_and_not_in_between() -> None:
+    import dataclasses
+
+    from mpi_operator.controller.plan import plan_sync
+    from mpi_operator.testing.view import MemoryView
+    from tests.unit.controller.test_plan import context, converge
+
+    wrapper = MPIJobWrapper().workers(2).scheduling_policy(topology={"key": RACK})
+    view = MemoryView()
+    no_tier = dataclasses.replace(context("volcano"), facts=facts_with(racks_by_label()[:3]))
+    created = plan_sync(wrapper.obj(), view, no_tier)
+    assert "create podgroups" in [f"{a.verb} {a.resource}" for a in created.actions]
+    [notice] = [e for e in created.events if e.reason == REASON_NO_HYPER_NODE_TIER]
+    assert notice.type == "Warning"
+    obj = converge(wrapper.obj(), view, no_tier)
+    assert [e for e in plan_sync(obj, view, no_tier).events if e.type == "Warning"] == []
+    with_tier = dataclasses.replace(no_tier, facts=facts_with(racks_by_label()))
+    updated = plan_sync(obj, view, with_tier)
+    [update] = [a for a in updated.actions if a.resource == "podgroups"]
+    assert update.verb == "update" and update.body is not None
+    assert network_topology(update.body) == {"mode": "hard", "highestTierAllowed": 1}
+    assert REASON_NO_HYPER_NODE_TIER not in [e.reason for e in updated.events]
