@@ -185,8 +185,12 @@ def _tier(topology: JobTopology, facts: ClusterFacts) -> int | None:
     layout = facts.layout
     if layout is None:
         return None
-    hyper_nodes = layout.objects.get(HYPER_NODE_RESOURCE.plural) or ()
-    return tier_grouping_by(topology.key, hyper_nodes, layout.node_labels)
+    memo_key = (HYPER_NODE_RESOURCE.plural, topology.key)
+    if memo_key not in layout.derived:
+        hyper_nodes = layout.objects.get(HYPER_NODE_RESOURCE.plural) or ()
+        layout.derived[memo_key] = tier_grouping_by(topology.key, hyper_nodes, layout.node_labels)
+    tier = layout.derived[memo_key]
+    return tier if isinstance(tier, int) else None
 
 
 def _pod_group_queue(pod_group: Mapping[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -21,6 +21,9 @@ class ClusterLayout:
 
     node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     objects: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    # What a strategy derives from this layout, kept with it: the operator hands every sync the
+    # same layout until it changes, so each answer is worked out once per change.
+    derived: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -244,3 +244,14 @@ def test_the_job_is_told_with_each_write_of_its_pod_group_and_not_in_between() -
     assert update.verb == "update" and update.body is not None
     assert network_topology(update.body) == {"mode": "hard", "highestTierAllowed": 1}
     assert REASON_NO_HYPER_NODE_TIER not in [e.reason for e in updated.events]
+
+
+def test_the_tier_is_worked_out_once_per_layout() -> None:
+    facts = facts_with(racks_by_label())
+    job = rack_job(c.TOPOLOGY_REQUIRED).job()
+    assert facts.layout is not None
+    VolcanoScheduler().pod_group(job, facts)
+    assert facts.layout.derived == {("hypernodes", RACK): 1}
+    # A stale answer kept with the layout is what the next sync reads, until the layout changes.
+    facts.layout.derived[("hypernodes", RACK)] = 7
+    assert network_topology(VolcanoScheduler().pod_group(job, facts))["highestTierAllowed"] == 7
