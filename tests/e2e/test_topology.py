@@ -161,7 +161,7 @@ def test_a_gang_too_big_for_any_rack_waits_whole_and_runs_when_a_rack_grows(
 def rack_hyper_nodes(cluster: E2ECluster, racks: dict[str, str]) -> Iterator[list[str]]:
     """Volcano HyperNodes of tier 1, one per rack (its nodes by label), deleted after the
     test."""
-    if cluster.flavour != VOLCANO:
+    if cluster.flavour != "volcano":
         pytest.skip("HyperNodes are Volcano's")
     names = []
     for rack in sorted(set(racks.values())):
