@@ -12,7 +12,6 @@ asked for.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -132,12 +131,18 @@ def _exact_name(selector: Mapping[str, Any]) -> str:
 
 def _matching_names(pattern: object, nodes: NodeLabels) -> set[str]:
     # Go's regexp.MatchString: a match anywhere in the name. A pattern that does not compile
-    # selects nothing, as there.
+    # selects nothing, as there. RE2 is the engine Go's regexp implements: the same syntax, and
+    # time linear in the name, where Python's re can backtrack for ever on a pattern such as
+    # (a+)+$. Imported here: only a regexMatch member needs it.
+    import re2
+
     if not isinstance(pattern, str):
         return set()
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is an answer here, not a line on stderr
     try:
-        compiled = re.compile(pattern)
-    except re.error:
+        compiled = re2.compile(pattern, options)
+    except re2.error:
         return set()
     return {name for name in nodes if compiled.search(name)}
 

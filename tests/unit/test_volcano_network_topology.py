@@ -148,6 +148,19 @@ def test_hostile_hyper_nodes_are_skipped_not_fatal() -> None:
     assert tier_grouping_by(RACK, hostile + racks_by_label(), nodes()) == 1
 
 
+def test_a_regex_member_is_read_as_go_reads_it_in_time_linear_in_the_name() -> None:
+    # Go's regexp (RE2) has no lookahead: vc-scheduler cannot compile this pattern, so it
+    # selects no node, although Python's re would select both of rack 00's.
+    lookahead = [hyper_node("r", 1, node_member(regexMatch={"pattern": "^b0-(?=r0)"}))]
+    assert tier_grouping_by(RACK, lookahead, nodes()) is None
+    # A pattern that makes a backtracking engine take 2^40 steps on this name, answered at once.
+    long_name = {"a" * 40 + "!": {RACK: "rack-x"}}
+    nested = [hyper_node("x", 1, node_member(regexMatch={"pattern": "^(a+)+$"}))]
+    assert tier_grouping_by(RACK, nested, long_name) is None
+    spelled = [hyper_node("x", 1, node_member(regexMatch={"pattern": "^(a+)+!$"}))]
+    assert tier_grouping_by(RACK, spelled, long_name) == 1
+
+
 def rack_job(mode: str) -> MPIJobWrapper:
     return (
         MPIJobWrapper("pi", "ns")
