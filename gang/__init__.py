@@ -100,7 +100,8 @@ class GangScheduler(Protocol):
     What else a scheduler needs is a capability it declares by having its members, checked by
     type (``runtime_checkable``), as kueue's job framework checks its optional interfaces:
     objects of its own for a gang (``WithGangObjects``: a PodGroup, say), cluster-scoped inputs
-    to its verdict (``WithClusterInputs``: Volcano's queues), a nudge when capacity appears
+    to its verdict (``WithClusterInputs``: Volcano's queues) or to its objects
+    (``WithClusterLayout``: Volcano's HyperNodes), a nudge when capacity appears
     (``WithCapacityNudge``) and a dialect for keeping workers in one network domain
     (``WithTopology``: Koordinator's rank hints). A scheduler whose gang is only marks on the
     pods (Koordinator's annotations) needs nothing else.
@@ -182,6 +183,33 @@ class WithClusterInputs(WithGangObjects, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class GangNotice:
+    """Something a job's author should know about its gang objects, recorded as a Warning
+    event each time they are written (a domain the scheduler's own dialect cannot name, say)."""
+
+    reason: str
+    message: str
+
+
+@runtime_checkable
+class WithClusterLayout(WithGangObjects, Protocol):
+    """A scheduler whose gang objects name groups of nodes that cluster-scoped objects describe
+    (Volcano's HyperNodes), objects a cluster may not serve. The operator caches them when it
+    can and passes them with the nodes' labels as ``ClusterFacts.layout``; it never waits for
+    them, and without them (``layout`` None) the gang objects leave those names out."""
+
+    @property
+    def layout_resources(self) -> Sequence[ClusterResource]:
+        """Cluster-scoped kinds read into ``ClusterFacts.layout``; optional in the cluster."""
+        ...
+
+    def layout_notice(self, job: DefaultedMPIJob, facts: ClusterFacts) -> GangNotice | None:
+        """Why the job's gang objects leave out what the job asks for although the layout is
+        known (no group of nodes matches its domain, say); None when nothing is left out."""
+        ...
+
+
 @runtime_checkable
 class WithCapacityNudge(WithGangObjects, Protocol):
     """A scheduler that does not look at a waiting gang again by itself when the cluster may
@@ -217,6 +245,10 @@ def gang_objects_of(gang: GangScheduler | None) -> WithGangObjects | None:
 
 def cluster_inputs_of(gang: GangScheduler | None) -> WithClusterInputs | None:
     return gang if isinstance(gang, WithClusterInputs) else None
+
+
+def cluster_layout_of(gang: GangScheduler | None) -> WithClusterLayout | None:
+    return gang if isinstance(gang, WithClusterLayout) else None
 
 
 def capacity_nudge_of(gang: GangScheduler | None) -> WithCapacityNudge | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from gang import ClusterResource, GangState, Lookup, StoredGang
+from gang import ClusterResource, GangNotice, GangState, Lookup, StoredGang
 from gang.members import gang_priority_class, min_resources, scheduling_policy
 from gang.pod_group import (
     PodGroupScheduler,
@@ -15,8 +15,10 @@ from gang.pod_group import (
     scalar,
 )
 from gang.pod_template import assign_to_gang
+from gang.volcano.hypernodes import tier_grouping_by
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.topology import JobTopology, job_topology
 from mpi_operator.quantity import format_resources
 
 SCHEDULER_NAME: Final = "volcano"
@@ -31,6 +33,13 @@ QUEUE_RESOURCE: Final = ClusterResource(
     "scheduling.volcano.sh", "v1beta1", "Queue", "queues", "Volcano"
 )
 QUEUE_OPEN: Final = "Open"
+HYPER_NODE_RESOURCE: Final = ClusterResource(
+    "topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", "Volcano"
+)
+# PodGroup spec.networkTopology.mode for a Required domain and for a Preferred one.
+NETWORK_TOPOLOGY_HARD: Final = "hard"
+NETWORK_TOPOLOGY_SOFT: Final = "soft"
+REASON_NO_HYPER_NODE_TIER: Final = "NoHyperNodeTier"
 
 _SPEC_FIELDS: Final = {
     "minMember": scalar(0),
@@ -48,6 +57,7 @@ class VolcanoScheduler(PodGroupScheduler):
     pod_group_resource = POD_GROUP_RESOURCE
     # Volcano looks at waiting gangs again by itself (every second): no capacity nudge.
     watched_resources: Sequence[ClusterResource] = (QUEUE_RESOURCE,)
+    layout_resources: Sequence[ClusterResource] = (HYPER_NODE_RESOURCE,)
 
     @property
     def scheduler_name(self) -> str:
@@ -64,7 +74,21 @@ class VolcanoScheduler(PodGroupScheduler):
         resources = min_resources(job, facts)
         if resources is not None:
             spec["minResources"] = format_resources(resources)
+        network_topology = _network_topology(job, facts)
+        if network_topology is not None:
+            spec["networkTopology"] = network_topology
         return spec
+
+    def layout_notice(self, job: DefaultedMPIJob, facts: ClusterFacts) -> GangNotice | None:
+        topology = job_topology(job)
+        if topology is None or facts.layout is None or _tier(topology, facts) is not None:
+            return None
+        return GangNotice(
+            REASON_NO_HYPER_NODE_TIER,
+            f'No tier of Volcano HyperNodes groups the nodes by the label "{topology.key}": '
+            "the PodGroup has no networkTopology, and the workers' pod affinity alone keeps "
+            "them in one domain.",
+        )
 
     def decorate_pod_template(
         self, template: dict[str, Any], job: DefaultedMPIJob
@@ -143,6 +167,30 @@ class VolcanoScheduler(PodGroupScheduler):
 
     def inputs_of(self, pod_group: dict[str, Any]) -> Sequence[tuple[str, str]]:
         return ((QUEUE_RESOURCE.plural, _pod_group_queue(pod_group)),)
+
+
+def _network_topology(job: DefaultedMPIJob, facts: ClusterFacts) -> dict[str, Any] | None:
+    topology = job_topology(job)
+    tier = _tier(topology, facts) if topology is not None else None
+    if topology is None or tier is None:
+        return None
+    mode = NETWORK_TOPOLOGY_HARD if topology.required else NETWORK_TOPOLOGY_SOFT
+    # The tier's number, not its name: vc-scheduler v1.14 turns highestTierName into the
+    # number in its allocate action only (every other reader, the PodGroup controller among
+    # them, reads highestTierAllowed alone), and a HyperNode need not have a tierName.
+    return {"mode": mode, "highestTierAllowed": tier}
+
+
+def _tier(topology: JobTopology, facts: ClusterFacts) -> int | None:
+    layout = facts.layout
+    if layout is None:
+        return None
+    memo_key = (HYPER_NODE_RESOURCE.plural, topology.key)
+    if memo_key not in layout.derived:
+        hyper_nodes = layout.objects.get(HYPER_NODE_RESOURCE.plural) or ()
+        layout.derived[memo_key] = tier_grouping_by(topology.key, hyper_nodes, layout.node_labels)
+    tier = layout.derived[memo_key]
+    return tier if isinstance(tier, int) else None
 
 
 def _pod_group_queue(pod_group: Mapping[str, Any]) -> str:

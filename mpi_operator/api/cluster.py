@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from mpi_operator.api import constants as c
 from mpi_operator.pod_rules import dns
 
 STANDARD_OPERATOR_ACCOUNT: Final = f"{c.OPERATOR_NAME}/{c.OPERATOR_NAME}"
 """The account the standard install runs the operator as, as NAMESPACE/NAME."""
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    """How the cluster's nodes are grouped, for a gang scheduler whose objects name its groups
+    (``gang.WithClusterLayout``): the nodes' labels by node name, and the objects of the
+    strategy's ``layout_resources`` by plural."""
+
+    node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    objects: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    # What a strategy derives from this layout, kept with it: the operator hands every sync the
+    # same layout until it changes, so each answer is worked out once per change.
+    derived: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,9 @@ class ClusterFacts:
     # The image whose entrypoint copies kubectl into $TARGET_DIR, for KubectlExec launchers.
     kubectl_delivery_image: str = c.DEFAULT_KUBECTL_DELIVERY_IMAGE
     operator_account: tuple[str, str] | None = None
+    # None when the layout is not known: its kinds are not served or not readable, the
+    # operator watches one namespace (nodes are cluster-scoped), or the job is rendered offline.
+    layout: ClusterLayout | None = None
 
     def priority_of(self, class_name: str | None) -> int:
         """Priority a pod with this priorityClassName gets; unknown classes count as default."""

@@ -23,6 +23,7 @@ from gang import (
     StoredGang,
     capacity_nudge_of,
     cluster_inputs_of,
+    cluster_layout_of,
     crd_missing_reason,
     gang_kinds_of,
     gang_objects_of,
@@ -538,21 +539,33 @@ class _Sync:
         gang = gang_objects_of(self.ctx.gang)
         assert gang is not None  # children() lists the gang's objects only then
         nudger = capacity_nudge_of(gang) if self.ctx.nudge else None
+        written = False
         for resource, desired in self._gang_objects():
             name = desired["metadata"]["name"]
             current = self.view.get(resource, self.ns, name)
             if current is None:
                 self._write("create", resource, name, desired)
+                written = True
                 continue
             if not self._owned(current, resource):
                 return False
             if gang.needs_update(current, desired):
                 # The update wakes the scheduler as a nudge would.
                 self._write("update", resource, name, gang.updated_object(current, desired))
+                written = True
             elif nudger is not None and nudger.waits(current):
                 self._write("patch", resource, name, nudger.capacity_nudge(self.ctx.now))
                 self.plan.nudged = True
+        if written:
+            self._announce_layout_notice()
         return True
+
+    def _announce_layout_notice(self) -> None:
+        """With each write of the gang's objects: what of the job's domain they leave out."""
+        layout = cluster_layout_of(self.ctx.gang)
+        notice = layout.layout_notice(self.job, self.ctx.facts) if layout else None
+        if notice is not None:
+            self.plan.events.append(Event(WARNING, notice.reason, notice.message))
 
     def _gang_objects(self) -> list[tuple[str, dict[str, Any]]]:
         """The gang's desired objects, each with its resource plural (built once a sync); none

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from gang import (
+    ClusterResource,
     GangKind,
     GangResource,
     GangScheduler,
     WithClusterInputs,
     capacity_nudge_of,
     cluster_inputs_of,
+    cluster_layout_of,
     gang_resources_of,
 )
 from mpi_operator.api import constants as c
@@ -27,6 +29,7 @@ from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.desired.kinds import CHILD_KINDS, JOB, POD
 from mpi_operator.operator.capacity import WAITING, capacity_informers, index_waiting
 from mpi_operator.operator.domains import node_labels_informer
+from mpi_operator.operator.layout import LayoutCache, layout_informer
 from mpi_operator.operator.mpijobs import MPIJOBS
 from mpi_operator.runtime.client import PRIORITY_CLASSES, Client, Resource
 from mpi_operator.runtime.informer import Informer
@@ -93,6 +96,9 @@ class Caches:
     # The nodes' labels, for the hostfile's topology order: like the capacity watch, started
     # and stopped with the rest but not waited for.
     nodes: Informer | None = None
+    # The strategy's layout kinds (Volcano's HyperNodes) with the nodes' labels: optional, not
+    # waited for either.
+    layout: LayoutCache = field(default_factory=lambda: LayoutCache(None, {}))
 
     @property
     def all(self) -> list[Informer]:
@@ -102,14 +108,15 @@ class Caches:
     @property
     def started(self) -> list[Informer]:
         """What the operator starts and stops: ``all`` (waited for) and the capacity watch."""
-        return [*self.all, *self.capacity.values(), *([self.nodes] if self.nodes else [])]
+        nodes = [self.nodes] if self.nodes else []
+        return [*self.all, *self.capacity.values(), *nodes, *self.layout.informers]
 
     def view(self) -> CacheView:
         return CacheView(self)
 
     def facts(self, static: ClusterFacts) -> ClusterFacts:
         """``static`` (the flags' facts) with the PriorityClass cache's (empty when gang
-        scheduling is off)."""
+        scheduling is off) and the layout, when known."""
         classes: dict[str, int] = {}
         default = 0
         if self.priority_classes is not None:
@@ -118,7 +125,12 @@ class Caches:
                 classes[name] = value
                 if obj.get(GLOBAL_DEFAULT_PRIORITY):
                     default = value
-        return dataclasses.replace(static, priority_classes=classes, default_priority=default)
+        return dataclasses.replace(
+            static,
+            priority_classes=classes,
+            default_priority=default,
+            layout=self.layout.current(),
+        )
 
 
 def build_caches(
@@ -127,11 +139,13 @@ def build_caches(
     gang: GangScheduler | None,
     *,
     gang_kinds_served: bool = True,
+    layout_served: Sequence[ClusterResource] = (),
 ) -> Caches:
     """Informers for one watch scope (``namespace`` None or empty: all namespaces). Without
     ``gang_kinds_served`` (a CRD of the strategy's is not installed) none of the strategy's
     kinds is cached, nor what only serves them (the capacity watch): no gang object is
-    created then, and an informer of a kind not served would never sync."""
+    created then, and an informer of a kind not served would never sync. Of the strategy's
+    layout kinds only those ``layout_served`` are cached, and only over all namespaces."""
     scope = namespace or None
 
     def child(resource: Resource, **extra: Any) -> Informer:
@@ -170,7 +184,13 @@ def build_caches(
     mpijobs = Informer.for_resource(client, MPIJOBS, namespace=scope)
     # Nodes are cluster-scoped: an operator watching one namespace holds Roles there only.
     nodes = node_labels_informer(client) if scope is None else None
-    return Caches(mpijobs, children, priority_classes, gang_inputs, capacity, nodes)
+    layout_kinds = {
+        kind.plural: layout_informer(client, resource_of(kind))
+        for kind in layout_served
+        if nodes is not None and cluster_layout_of(served_gang) is not None
+    }
+    layout = LayoutCache(nodes, layout_kinds)
+    return Caches(mpijobs, children, priority_classes, gang_inputs, capacity, nodes, layout)
 
 
 class CacheView:
@@ -241,6 +261,21 @@ def enqueue_gang_input_users(
         value = _gang_input_value(plural, changed[-1]["metadata"]["name"])
         for store in stores:
             for gang_object in store.by_index(INDEX_GANG_INPUT, value):
+                to_owner(gang_object)
+
+    return handle
+
+
+def enqueue_gang_owners(
+    caches: Caches, gang: GangScheduler | None, enqueue: Callable[[str], None]
+) -> Callable[..., None]:
+    """For any change (add, update, delete): enqueue every job that has a cached gang object."""
+    to_owner = enqueue_owner(caches, enqueue)
+    stores = [caches.children[r.plural].store for r in gang_resources_of(gang)]
+
+    def handle(*changed: Object) -> None:
+        for store in stores:
+            for gang_object in store.list():
                 to_owner(gang_object)
 
     return handle

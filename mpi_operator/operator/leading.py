@@ -15,12 +15,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
-from gang import GangKind, GangScheduler, cluster_inputs_of, gang_kinds_of, select_gang_scheduler
+from gang import GangScheduler, cluster_inputs_of, gang_kinds_of, select_gang_scheduler
 from mpi_operator.operator.caches import (
     Caches,
     build_caches,
     child_resources,
     enqueue_gang_input_users,
+    enqueue_gang_owners,
     enqueue_owner,
     gang_resources,
     waiting_gang_objects,
@@ -28,7 +29,12 @@ from mpi_operator.operator.caches import (
 from mpi_operator.operator.capacity import Change, NudgeSchedule, gangs_to_nudge, watch_capacity
 from mpi_operator.operator.mpijobs import MPIJOBS
 from mpi_operator.operator.options import Options
-from mpi_operator.operator.served import ask_served, describe_unserved, watch_served
+from mpi_operator.operator.served import (
+    ServedGang,
+    ask_served,
+    describe_unserved,
+    watch_served,
+)
 from mpi_operator.runtime.client import ApiError, Client, Resource
 from mpi_operator.runtime.controller import Controller
 from mpi_operator.runtime.echoes import OwnWrites
@@ -74,7 +80,7 @@ class Operator:
         whenever that changes (a gang scheduler's CRD installed or removed)."""
         options, client = self.options, self.client
         if not gang_kinds_of(self.gang):
-            self._run_caches(stop, self.gang, ())
+            self._run_caches(stop, ServedGang(self.gang, ()))
             return
         while not stop.is_set():
             served = ask_served(client, options.namespace, self.gang)
@@ -89,17 +95,23 @@ class Operator:
             )
             watcher.start()
             try:
-                self._run_caches(session, served.gang, served.unserved)
+                self._run_caches(session, served)
             finally:
                 session.set()
 
-    def _run_caches(
-        self, stop: threading.Event, gang: GangScheduler | None, unserved: tuple[GangKind, ...]
-    ) -> None:
-        """Caches, queue and workers until ``stop``, for ``gang`` (the strategy in the
-        versions served); the gang's kinds cached only when none of them is ``unserved``."""
+    def _run_caches(self, stop: threading.Event, served: ServedGang) -> None:
+        """Caches, queue and workers until ``stop``, for ``served.gang`` (the strategy in the
+        versions served); the gang's kinds cached only when none of them is unserved, its
+        layout kinds when served."""
         options, client = self.options, self.client
-        caches = build_caches(client, options.namespace, gang, gang_kinds_served=not unserved)
+        gang, unserved = served.gang, served.unserved
+        caches = build_caches(
+            client,
+            options.namespace,
+            gang,
+            gang_kinds_served=not unserved,
+            layout_served=served.layout,
+        )
         self.caches = caches
         queue = RateLimitingQueue(
             RECONCILER_NAME,
@@ -129,6 +141,15 @@ class Operator:
             assert inputs is not None, "gang inputs are cached only for a strategy that reads them"
             to_users = enqueue_gang_input_users(caches, inputs, plural, queue.add)
             informer.add_event_handler(to_users, to_users, to_users)
+        # A layout change (a HyperNode) may change any job's gang objects: each job that has
+        # one syncs once the layout is quiet.
+        for informer in caches.layout.informers:
+            to_gang_owners = enqueue_gang_owners(
+                caches,
+                gang,
+                lambda key: queue.add_when_quiet(key, CHILD_EVENTS_QUIET, CHILD_EVENTS_LONGEST),
+            )
+            informer.add_event_handler(to_gang_owners, to_gang_owners, to_gang_owners)
         nudges = self._nudge_on_capacity(caches, gang, queue)
         recorder = EventRecorder(ClientEventSink(client), EVENT_COMPONENT)
         # Writes of one sync that do not depend on each other (worker pods) go out together.

@@ -7,7 +7,9 @@ and syncs every job; a job that needs gang objects waits with a condition naming
 (``controller.plan``). A kind of Kubernetes' own API may be served in one of several versions
 (the strategy's ``WithServedVersions``): the first served is the one cached and written. When
 the answer changes (the CRD installed, or removed), the leader builds its caches again from
-the new answer.
+the new answer. The strategy's layout kinds (``gang.WithClusterLayout``) are asked the same
+way, by an operator watching every namespace, but a missing one holds nothing back: it is just
+not cached.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from gang import (
+    ClusterResource,
     GangKind,
     GangResource,
     GangScheduler,
+    cluster_layout_of,
     gang_kinds_of,
     in_served_versions,
     unserved_state,
@@ -38,15 +42,17 @@ RECHECK_INTERVAL: Final = 30.0
 @dataclass(frozen=True)
 class ServedGang:
     """The API server's answer: the strategy with its kinds in the versions served, and the
-    kinds served in none of their versions."""
+    kinds served in none of their versions; of its layout kinds, those served."""
 
     gang: GangScheduler | None
     unserved: tuple[GangKind, ...]
+    layout: tuple[ClusterResource, ...] = ()
 
     def differs_from(self, other: ServedGang) -> bool:
-        return (gang_kinds_of(self.gang), self.unserved) != (
+        return (gang_kinds_of(self.gang), self.unserved, self.layout) != (
             gang_kinds_of(other.gang),
             other.unserved,
+            other.layout,
         )
 
 
@@ -64,7 +70,12 @@ def ask_served(client: Client, namespace: str, gang: GangScheduler | None) -> Se
             missing.append(kind)
         elif served != kind.version:
             versions[kind.plural] = served
-    return ServedGang(in_served_versions(gang, versions), tuple(missing))
+    layout = cluster_layout_of(gang)
+    layout_kinds = layout.layout_resources if layout is not None and not namespace else ()
+    served_layout = tuple(
+        kind for kind in layout_kinds if _served_version(client, namespace, kind) is not None
+    )
+    return ServedGang(in_served_versions(gang, versions), tuple(missing), served_layout)
 
 
 def _served_version(client: Client, namespace: str, kind: GangKind) -> str | None:
@@ -124,7 +135,7 @@ def _describe(served: ServedGang) -> str:
     missing = ", ".join(kind.crd_name for kind in served.unserved) or "none"
     cached = ", ".join(
         f"{kind.plural}.{kind.group}/{kind.version}"
-        for kind in gang_kinds_of(served.gang)
+        for kind in (*gang_kinds_of(served.gang), *served.layout)
         if kind not in served.unserved
     )
     return f"served {cached or 'none'}; missing {missing}"

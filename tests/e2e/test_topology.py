@@ -1,7 +1,7 @@
 """schedulingPolicy.topology with the default scheduler, coscheduling and Volcano: kwok nodes
 labelled 2 blocks x 2 racks x 4 nodes; a 6-worker job's workers land in one rack when
 Required, spread when Preferred cannot keep them together, and the hostfile lists each rack's
-workers together."""
+workers together. With Volcano's HyperNodes for the racks, the PodGroup names their tier."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import pytest
 
 from .clusters import COSCHEDULING, VOLCANO, E2ECluster, wait_until
 from .operator import create_mpijob, pods_of, settle, sim_job, simulated_operator
+
+HYPER_NODES = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 
 pytestmark = pytest.mark.e2e
 
@@ -153,3 +155,72 @@ def test_a_gang_too_big_for_any_rack_waits_whole_and_runs_when_a_rack_grows(
         lambda: placed_workers(cluster, namespace, "rack-too-big"), 120, message="six workers"
     )
     assert {racks[node] for node in placed.values()} == {grown}
+
+
+@pytest.fixture
+def rack_hyper_nodes(cluster: E2ECluster, racks: dict[str, str]) -> Iterator[list[str]]:
+    """Volcano HyperNodes of tier 1, one per rack (its nodes by label), deleted after the
+    test."""
+    if cluster.flavour != "volcano":
+        pytest.skip("HyperNodes are Volcano's")
+    names = []
+    for rack in sorted(set(racks.values())):
+        name = f"rack-{rack}"
+        body = {
+            "apiVersion": "topology.volcano.sh/v1alpha1",
+            "kind": "HyperNode",
+            "metadata": {"name": name},
+            "spec": {
+                "tier": 1,
+                "members": [
+                    {"type": "Node", "selector": {"labelMatch": {"matchLabels": {RACK: rack}}}}
+                ],
+            },
+        }
+        cluster.custom.create_cluster_custom_object(*HYPER_NODES, body)
+        names.append(name)
+    yield names
+    for name in names:
+        cluster.custom.delete_cluster_custom_object(*HYPER_NODES, name)
+
+
+def network_topology(cluster: E2ECluster, ns: str, name: str) -> Any:
+    pod_group = cluster.get_custom("scheduling.volcano.sh", "v1beta1", ns, "podgroups", name)
+    return pod_group["spec"].get("networkTopology")
+
+
+def test_volcano_pod_group_names_the_rack_tier_of_its_hyper_nodes(
+    cluster: E2ECluster, namespace: str, racks: dict[str, str], rack_hyper_nodes: list[str]
+) -> None:
+    pool = next(iter(racks)).split("-")[1]
+    job = topology_job("rack-tier", pool, "Required", worker_cpu="1")
+    worker_racks, _ = run_and_read(cluster, namespace, job, racks)
+    assert len(set(worker_racks)) == 1, worker_racks
+    expected = {"mode": "hard", "highestTierAllowed": 1}
+    wait_until(
+        lambda: network_topology(cluster, namespace, "rack-tier") == expected,
+        30,
+        message=f"the PodGroup's networkTopology {expected}",
+    )
+
+
+def test_volcano_without_a_tier_for_the_label_says_so_and_keeps_the_affinity(
+    cluster: E2ECluster, namespace: str, racks: dict[str, str], rack_hyper_nodes: list[str]
+) -> None:
+    pool = next(iter(racks)).split("-")[1]
+    # The rack HyperNodes split every block in two: no tier groups the nodes by block.
+    job = topology_job("block-no-tier", pool, "Required", worker_cpu="1")
+    job["spec"]["runPolicy"]["schedulingPolicy"]["topology"]["key"] = BLOCK
+    create_mpijob(cluster, namespace, job)
+
+    def warned() -> dict[str, Any] | None:
+        events = cluster.events_for(namespace, "block-no-tier")
+        return next((e for e in events if e["reason"] == "NoHyperNodeTier"), None)
+
+    event = wait_until(warned, 60, message="the NoHyperNodeTier event")
+    assert event["type"] == "Warning" and f'"{BLOCK}"' in event["message"]
+    assert network_topology(cluster, namespace, "block-no-tier") is None
+    placed = wait_until(
+        lambda: placed_workers(cluster, namespace, "block-no-tier"), 120, message="six workers"
+    )
+    assert len({racks[node].split("-")[0] for node in placed.values()}) == 1, placed

@@ -19,6 +19,7 @@ from gang import (
     GangScheduler,
     capacity_nudge_of,
     cluster_inputs_of,
+    cluster_layout_of,
     every_strategy,
     gang_resources_of,
     select_gang_scheduler,
@@ -63,8 +64,9 @@ LEASE_PERMISSIONS = {
 # What each gang strategy declares it needs, derived from the strategies themselves (so a new
 # one is covered without an edit here): its own objects are cached, created, read after
 # AlreadyExists, updated and deleted, and patched when it takes a capacity nudge, which also
-# watches nodes; the cluster objects its verdict reads are watched; and PriorityClasses are
-# watched whenever a gang scheduler is configured (the operator's caches, for minResources).
+# watches nodes; the cluster objects its verdict or its objects read are watched; and
+# PriorityClasses are watched whenever a gang scheduler is configured (the operator's caches,
+# for minResources).
 GANG_OBJECT_VERBS = {"get", "list", "watch", "create", "update", "delete"}
 WATCH = {"list", "watch"}
 PRIORITY_CLASSES = {("scheduling.k8s.io", "priorityclasses", verb) for verb in WATCH}
@@ -82,6 +84,9 @@ def gang_permissions(strategy: GangScheduler | None) -> set[Permission]:
     inputs = cluster_inputs_of(strategy)
     for watched in inputs.watched_resources if inputs is not None else ():
         needed |= {(watched.group, watched.plural, verb) for verb in WATCH}
+    layout = cluster_layout_of(strategy)
+    for kind in layout.layout_resources if layout is not None else ():
+        needed |= {(kind.group, kind.plural, verb) for verb in WATCH}
     if nudges:
         needed |= {("", "nodes", verb) for verb in WATCH}
     return needed

@@ -129,7 +129,8 @@ coscheduling
 {{- end -}}
 
 {{/* Cluster-scoped kinds, read only with a gang scheduler: PriorityClasses order a gang's
-minResources; Volcano's queues say why it waits; nodes added or grown are when a waiting
+minResources; Volcano's queues say why it waits and its HyperNodes name the tier of a job's
+network domain; nodes added or grown are when a waiting
 coscheduling gang may fit. */}}
 {{- define "mpi-operator.gangClusterRules" -}}
 {{- $strategy := include "mpi-operator.gangStrategy" . -}}
@@ -141,6 +142,9 @@ coscheduling gang may fit. */}}
 {{- if eq $strategy "volcano" }}
 - apiGroups: [scheduling.volcano.sh]
   resources: [queues]
+  verbs: [list, watch]
+- apiGroups: [topology.volcano.sh]
+  resources: [hypernodes]
   verbs: [list, watch]
 {{- else if eq $strategy "coscheduling" }}
 - apiGroups: [""]

@@ -178,3 +178,58 @@ def test_a_changed_volcano_queue_enqueues_only_the_jobs_whose_pod_groups_wait_in
     pod_groups.upsert(pod_group_of("a", "other"))
     changed(research)
     assert enqueued == []
+
+
+def hyper_node(name: str, rack: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "spec": {
+            "tier": 1,
+            "members": [
+                {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"rack": rack}}}}
+            ],
+        },
+    }
+
+
+def labelled_node(name: str, rack: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"rack": rack}, "resourceVersion": "1"}}
+
+
+def test_the_layout_is_unknown_until_hyper_nodes_and_nodes_are_listed_then_read_from_them() -> None:
+    from gang.volcano import HYPER_NODE_RESOURCE
+
+    volcano = select_gang_scheduler("volcano")
+    caches = build_caches(offline_client(), None, volcano, layout_served=(HYPER_NODE_RESOURCE,))
+    assert caches.nodes is not None
+    (hyper_nodes,) = caches.layout.informers
+    assert hyper_nodes in caches.started and hyper_nodes not in caches.all
+    assert caches.facts(ClusterFacts()).layout is None
+    caches.nodes.store.replace([labelled_node("n1", "a")], "1")
+    assert caches.facts(ClusterFacts()).layout is None
+    hyper_nodes.store.replace([hyper_node("rack-a", "a")], "1")
+    layout = caches.facts(ClusterFacts()).layout
+    assert layout is not None
+    assert layout.node_labels == {"n1": {"rack": "a"}}
+    assert [hn["metadata"]["name"] for hn in layout.objects["hypernodes"]] == ["rack-a"]
+    # The same object until a change that matters: comparing facts costs nothing.
+    assert caches.facts(ClusterFacts()).layout is layout
+    heartbeat = {**labelled_node("n1", "a"), "status": {"phase": "Ready"}}
+    caches.nodes._fan_out.on_update(labelled_node("n1", "a"), heartbeat)
+    assert caches.facts(ClusterFacts()).layout is layout
+    caches.nodes.store.upsert(labelled_node("n1", "b"))
+    caches.nodes._fan_out.on_update(labelled_node("n1", "a"), labelled_node("n1", "b"))
+    relabelled = caches.facts(ClusterFacts()).layout
+    assert relabelled is not None and relabelled.node_labels == {"n1": {"rack": "b"}}
+    hyper_nodes.stop()
+    assert caches.facts(ClusterFacts()).layout is None
+
+
+def test_hyper_nodes_are_not_cached_when_not_served_or_for_one_namespace() -> None:
+    from gang.volcano import HYPER_NODE_RESOURCE
+
+    volcano = select_gang_scheduler("volcano")
+    assert build_caches(offline_client(), None, volcano).layout.informers == []
+    namespaced = build_caches(offline_client(), "ns", volcano, layout_served=(HYPER_NODE_RESOURCE,))
+    assert namespaced.layout.informers == []
+    assert namespaced.facts(ClusterFacts()).layout is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from gang import GangKind, GangScheduler, gang_kinds_of, gang_resources_of, select_gang_scheduler
+from gang.volcano import HYPER_NODE_RESOURCE
 from mpi_operator.operator.served import ServedGang, ask_served, describe_unserved, watch_served
 from mpi_operator.runtime.client import Client
 from tests.unit.runtime.scripted_server import FakeApiServer, Reply, page, status
@@ -17,6 +18,11 @@ def unserved_kinds(
     client: Client, namespace: str, gang: GangScheduler | None
 ) -> tuple[GangKind, ...]:
     return ask_served(client, namespace, gang).unserved
+
+
+def listed(count: int) -> list[Reply]:
+    """``count`` answers of a kind served."""
+    return [page(resource_version="1") for _ in range(count)]
 
 
 def test_a_kind_whose_list_is_not_found_is_unserved_and_each_kind_is_asked_once(
@@ -36,8 +42,34 @@ def test_a_kind_that_cannot_be_checked_counts_as_served(
     api: tuple[FakeApiServer, Client],
 ) -> None:
     server, client = api
-    server.replies.extend([Reply(403, status(403, "Forbidden")), page(resource_version="3")])
+    server.replies.extend(
+        [
+            Reply(403, status(403, "Forbidden")),
+            page(resource_version="3"),
+            page(resource_version="1"),
+        ]
+    )
     assert unserved_kinds(client, "", VOLCANO) == ()
+
+
+def test_a_layout_kind_not_served_holds_nothing_back_and_is_not_cached(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    server.replies.extend([*listed(2), Reply(404, status(404, "NotFound"))])
+    served = ask_served(client, "", VOLCANO)
+    assert served.unserved == () and served.layout == ()
+    assert server.seen[-1].path == "/apis/topology.volcano.sh/v1alpha1/hypernodes"
+
+
+def test_a_served_layout_kind_is_cached_by_an_operator_of_every_namespace_only(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    server.replies.extend(listed(5))
+    assert ask_served(client, "", VOLCANO).layout == (HYPER_NODE_RESOURCE,)
+    assert ask_served(client, "ns", VOLCANO).layout == ()
+    assert len(server.seen) == 5
 
 
 def test_without_gang_kinds_nothing_is_asked(api: tuple[FakeApiServer, Client]) -> None:
@@ -65,17 +97,25 @@ def test_a_change_in_what_is_served_ends_the_caches_session(
     server.replies.extend(
         [
             Reply(404, status(404, "NotFound")),
-            page(resource_version="1"),
-            page(resource_version="1"),
-            page(resource_version="1"),
+            *listed(5),
         ]
     )
     [pod_groups, _] = gang_kinds_of(VOLCANO)
     stop, changed = threading.Event(), threading.Event()
-    known = ServedGang(VOLCANO, (pod_groups,))
+    known = ServedGang(VOLCANO, (pod_groups,), (HYPER_NODE_RESOURCE,))
     watch_served(client, "", VOLCANO, known, stop, changed, interval=0.01)
     assert changed.is_set() and not stop.is_set()
-    assert len(server.seen) == 4
+    assert len(server.seen) == 6
+
+
+def test_a_layout_kind_installed_ends_the_caches_session(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    server.replies.extend(listed(3))
+    stop, changed = threading.Event(), threading.Event()
+    watch_served(client, "", VOLCANO, ServedGang(VOLCANO, ()), stop, changed, interval=0.01)
+    assert changed.is_set() and not stop.is_set()
 
 
 def test_stopping_ends_the_watch_of_what_is_served(api: tuple[FakeApiServer, Client]) -> None:
