@@ -49,7 +49,7 @@ fuzz: venv
 # pytest exits 5 when it collected nothing; make fails on any non-zero exit, so that is a
 # failure too, and it says why.
 test: prerequisites lint typecheck
-	@$(BIN)/pytest -n 2 --dist loadfile --durations=40 tests; rc=$$?; \
+	@$(BIN)/pytest --durations=40 tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$rc
 
