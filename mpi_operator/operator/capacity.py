@@ -24,7 +24,7 @@ from typing import Any, Final
 from gang import WithCapacityNudge
 from mpi_operator.api import constants as c
 from mpi_operator.quantity import InvalidQuantityError, Quantity
-from mpi_operator.runtime.client import NODES, PODS, ApiError, Client
+from mpi_operator.runtime.client import NODES, PODS, Client
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
 from mpi_operator.runtime.informer import Informer
 from mpi_operator.runtime.objects import Object, controller_ref, make_key
@@ -207,35 +207,24 @@ def capacity_informers(client: Client, namespace: str | None) -> dict[str, Infor
     """Informers of the nodes and of the bound pods (in the operator's watch scope: with
     ``--namespace`` only that namespace's pods going away nudge). One that RBAC refuses says
     so once and stops; gangs are then not nudged for its changes."""
-    informers: dict[str, Informer] = {}
-
-    def refused(plural: str) -> Callable[[ApiError], None]:
-        def stop(error: ApiError) -> None:
-            informers[plural].stop()
-            log.warning(
-                "cannot list and watch %s (%s): waiting gangs are not nudged when %s; grant "
-                "list and watch on %s and restart the operator",
-                plural,
-                error,
-                "nodes are added or grow" if plural == NODES.plural else "pods go",
-                plural,
-            )
-
-        return stop
-
-    informers[NODES.plural] = Informer.for_resource(
-        client, NODES, name="capacity-nodes", transform=slim_node, on_fatal=refused(NODES.plural)
-    )
-    informers[PODS.plural] = Informer.for_resource(
-        client,
-        PODS,
-        namespace=namespace,
-        field_selector=BOUND_PODS_SELECTOR,
-        name="capacity-pods",
-        transform=slim_pod,
-        on_fatal=refused(PODS.plural),
-    )
-    return informers
+    return {
+        NODES.plural: Informer.optional_for_resource(
+            client,
+            NODES,
+            lost="waiting gangs are not nudged when nodes are added or grow",
+            name="capacity-nodes",
+            transform=slim_node,
+        ),
+        PODS.plural: Informer.optional_for_resource(
+            client,
+            PODS,
+            lost="waiting gangs are not nudged when pods go",
+            namespace=namespace,
+            field_selector=BOUND_PODS_SELECTOR,
+            name="capacity-pods",
+            transform=slim_pod,
+        ),
+    }
 
 
 def watch_capacity(informers: Mapping[str, Informer], on_change: Callable[[Change], None]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from mpi_operator.runtime.client import NODES, ApiError, Client
+from mpi_operator.runtime.client import NODES, Client
 from mpi_operator.runtime.informer import Informer
 from mpi_operator.runtime.objects import Object
 
@@ -26,17 +26,10 @@ def node_labels_only(node: Object) -> Object:
 def node_labels_informer(client: Client) -> Informer:
     """The nodes' labels. When RBAC refuses them it says so once and stops: workers are then
     listed by index, as without a domain."""
-    informer: Informer
-
-    def refused(error: ApiError) -> None:
-        informer.stop()
-        log.warning(
-            "cannot list and watch nodes (%s): the hostfile lists workers by index, not by "
-            "network domain; grant list and watch on nodes and restart the operator",
-            error,
-        )
-
-    informer = Informer.for_resource(
-        client, NODES, name=INFORMER_NAME, transform=node_labels_only, on_fatal=refused
+    return Informer.optional_for_resource(
+        client,
+        NODES,
+        lost="the hostfile lists workers by index, not by network domain",
+        name=INFORMER_NAME,
+        transform=node_labels_only,
     )
-    return informer

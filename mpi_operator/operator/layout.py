@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping
 
 from mpi_operator.api.cluster import ClusterLayout
-from mpi_operator.runtime.client import ApiError, Client, Resource
+from mpi_operator.runtime.client import Client, Resource
 from mpi_operator.runtime.informer import Informer
 from mpi_operator.runtime.objects import Object
 
@@ -25,20 +25,9 @@ log = logging.getLogger(__name__)
 
 def layout_informer(client: Client, resource: Resource) -> Informer:
     """A layout kind's cache. When RBAC refuses it, it says so once and stops."""
-    informer: Informer
-
-    def refused(error: ApiError) -> None:
-        informer.stop()
-        log.warning(
-            "cannot list and watch %s.%s (%s): gang objects name no groups of nodes; grant "
-            "list and watch on them and restart the operator",
-            resource.plural,
-            resource.group,
-            error,
-        )
-
-    informer = Informer.for_resource(client, resource, on_fatal=refused)
-    return informer
+    return Informer.optional_for_resource(
+        client, resource, lost="gang objects name no groups of nodes"
+    )
 
 
 class LayoutCache:

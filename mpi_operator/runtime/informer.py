@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Unpack
 
-from mpi_operator.runtime.client import Client, Resource
+from mpi_operator.runtime.client import ApiError, Client, Resource
 from mpi_operator.runtime.objects import Object
 from mpi_operator.runtime.reflector import (
     EventHandler,
@@ -30,6 +30,8 @@ from mpi_operator.runtime.reflector import (
     Reflector,
     ReflectorOptions,
     ResourceListerWatcher,
+    Transform,
+    default_transform,
 )
 from mpi_operator.runtime.store import IndexFunc, Store
 
@@ -102,6 +104,46 @@ class Informer:
         """An informer over the API server; ``namespace=None`` watches all namespaces."""
         source = ResourceListerWatcher(client, resource, namespace, label_selector, field_selector)
         return cls(source, name=name or resource.metric_label(), indexers=indexers, **options)
+
+    @classmethod
+    def optional_for_resource(
+        cls,
+        client: Client,
+        resource: Resource,
+        *,
+        lost: str,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        name: str | None = None,
+        transform: Transform = default_transform,
+    ) -> Informer:
+        """An informer of a kind the operator can work without. When RBAC refuses it, it
+        stops and says once what is ``lost`` without it, where a required kind's informer
+        would retry until granted."""
+        what = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+        informer: Informer
+
+        def refused(error: ApiError) -> None:
+            informer.stop()
+            log.warning(
+                "cannot list and watch %s (%s): %s; grant list and watch on %s and restart "
+                "the operator",
+                what,
+                error,
+                lost,
+                what,
+            )
+
+        informer = cls.for_resource(
+            client,
+            resource,
+            namespace=namespace,
+            field_selector=field_selector,
+            name=name,
+            transform=transform,
+            on_fatal=refused,
+        )
+        return informer
 
     def add_handler(self, handler: EventHandler) -> None:
         """Register ``handler``; objects already cached are replayed to it as adds first."""

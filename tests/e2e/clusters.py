@@ -25,6 +25,7 @@ Every local cluster's API server logs the requests of ``AUDITED_NAMESPACE``'s Se
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -36,7 +37,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import pytest
 import yaml
@@ -45,6 +46,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 import hack.cluster as localcluster
+from hack.cluster.state import clusters_root
 from mpi_operator.sdk import MPIJobClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -111,6 +113,34 @@ def cluster_prefix() -> str:
     prefix = os.environ.get("E2E_CLUSTER_PREFIX", "e2e")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     return prefix + worker.removeprefix("gw")
+
+
+def claim_cluster_names() -> IO[str]:
+    """Holds this session's cluster names until the returned file is closed, or stops the
+    session at once if another session holds them.
+
+    Two sessions with one prefix would start, replace and stop each other's clusters: their
+    tests then fail with unrelated errors (a CRD gone, a certificate that no longer verifies).
+    The lock is the kernel's, so it ends with the process however the process ends."""
+    prefix = cluster_prefix()
+    clusters_root().mkdir(parents=True, exist_ok=True)
+    path = clusters_root() / f".{prefix}.session"
+    claim = path.open("a+")
+    try:
+        fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        claim.seek(0)
+        holder = claim.read().strip() or "unknown"
+        claim.close()
+        pytest.exit(
+            f"the clusters named {prefix}-* belong to another test session ({holder}); wait for "
+            "it to end, or give this one other names with E2E_CLUSTER_PREFIX",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
+    claim.truncate(0)
+    claim.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
+    claim.flush()
+    return claim
 
 
 def wait_until(
@@ -425,6 +455,7 @@ class ClusterProvider:
             self.provider = os.environ.get("E2E_PROVIDER", "local")
         if self.provider not in ("local", "existing", "kind"):
             raise pytest.UsageError(f"unknown E2E_PROVIDER {self.provider!r}")
+        self._claim: IO[str] | None = claim_cluster_names() if self.provider == "local" else None
 
     def get(
         self,
@@ -481,6 +512,8 @@ class ClusterProvider:
         for c in self.clusters.values():
             with contextlib.suppress(Exception):
                 c.api.close()  # type: ignore[no-untyped-call]
+        if self._claim is not None:
+            self._claim.close()
 
     def _existing(self, flavour: str) -> E2ECluster:
         kubeconfig = os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config"))

@@ -4,6 +4,9 @@ process behind."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -19,9 +22,11 @@ from .clusters import (
     KOORDINATOR,
     NATIVE,
     NATIVE_PODGROUP,
+    REPO,
     VOLCANO,
     ClusterProvider,
     E2ECluster,
+    cluster_prefix,
     run_cluster_tool,
     sim_pod_spec,
     wait_until,
@@ -413,6 +418,32 @@ def test_down_leaves_no_process_behind(cluster_provider: ClusterProvider) -> Non
     still = [p for p in procs if localcluster.proc_start_time(p.pid) == p.start_time]
     assert still == [], f"processes left behind: {still}"
     assert not localcluster.cluster_dir(name).exists()
+
+
+def test_a_second_session_with_the_same_cluster_names_stops_before_touching_them(
+    cluster_provider: ClusterProvider, cluster: E2ECluster
+) -> None:
+    if cluster_provider.provider != "local":
+        pytest.skip("only local clusters are named by the session")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["E2E_CLUSTER_PREFIX"] = cluster_prefix()
+    second = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+            f"{__file__}::test_held_pod_keeps_running_until_annotated",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert second.returncode == pytest.ExitCode.USAGE_ERROR, second.stdout[-3000:]
+    holder = f"belong to another test session (pid {os.getpid()}, started "
+    assert f"the clusters named {cluster_prefix()}-* {holder}" in second.stdout + second.stderr
+    # Its cluster answers still: the second session stopped before starting or stopping any.
+    assert cluster.core.read_namespace("default").metadata.name == "default"
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
