@@ -234,30 +234,35 @@ def test_volcano_without_a_tier_for_the_label_says_so_and_keeps_the_affinity(
     assert len({racks[node].split("-")[0] for node in placed.values()}) == 1, placed
 
 
+@pytest.fixture
+def native_pool(cluster: E2ECluster, racks: dict[str, str]) -> str:
+    """The labelled nodes' pool, on Kubernetes' own PodGroup only."""
+    if cluster.flavour != "native":
+        pytest.skip("schedulingConstraints are Kubernetes' own PodGroup's")
+    return next(iter(racks)).split("-")[1]
+
+
 def native_constraints(cluster: E2ECluster, ns: str, name: str) -> Any:
     pod_group = get_pod_group(cluster, ns, name)
     return None if pod_group is None else pod_group["spec"].get("schedulingConstraints")
 
 
 def test_native_pod_group_holds_a_required_gang_launcher_included_in_one_rack(
-    cluster: E2ECluster, namespace: str, racks: dict[str, str]
+    cluster: E2ECluster, namespace: str, racks: dict[str, str], native_pool: str
 ) -> None:
-    if cluster.flavour != "native":
-        pytest.skip("schedulingConstraints are Kubernetes' own PodGroup's")
-    pool = next(iter(racks)).split("-")[1]
     # The launcher is created with the workers, so it is in the gang and in the rack.
     job = (
         sim_job("rack-constraint", workers=6)
         .workers(6, cpu="1")
-        .pod_spec_field("Worker", "nodeSelector", {POOL: pool})
-        .pod_spec_field("Launcher", "nodeSelector", {POOL: pool})
+        .pod_spec_field("Worker", "nodeSelector", {POOL: native_pool})
+        .pod_spec_field("Launcher", "nodeSelector", {POOL: native_pool})
         .scheduling_policy(topology={"key": RACK, "mode": "Required"})
     )
     create_mpijob(cluster, namespace, job.obj())
     constraints = wait_until(
         lambda: native_constraints(cluster, namespace, "rack-constraint"),
         30,
-        message="the PodGroup",
+        message="the PodGroup's schedulingConstraints",
     )
     assert constraints == {"topology": [{"key": RACK}]}
 
@@ -271,12 +276,9 @@ def test_native_pod_group_holds_a_required_gang_launcher_included_in_one_rack(
 
 
 def test_native_pod_group_of_a_preferred_rack_has_no_constraint(
-    cluster: E2ECluster, namespace: str, racks: dict[str, str]
+    cluster: E2ECluster, namespace: str, native_pool: str
 ) -> None:
-    if cluster.flavour != "native":
-        pytest.skip("schedulingConstraints are Kubernetes' own PodGroup's")
-    pool = next(iter(racks)).split("-")[1]
-    job = topology_job("rack-no-constraint", pool, "Preferred", worker_cpu="1")
+    job = topology_job("rack-no-constraint", native_pool, "Preferred", worker_cpu="1")
     create_mpijob(cluster, namespace, job)
     pod_group = wait_until(
         lambda: get_pod_group(cluster, namespace, "rack-no-constraint"), 30, message="PodGroup"
