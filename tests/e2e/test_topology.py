@@ -12,10 +12,13 @@ from typing import Any
 
 import pytest
 
-from .clusters import COSCHEDULING, NATIVE, VOLCANO, E2ECluster, wait_until
+from .clusters import COSCHEDULING, NATIVE, SIM, VOLCANO, E2ECluster, wait_until
 from .operator import (
+    condition,
     create_mpijob,
+    get_mpijob,
     get_pod_group,
+    patch_mpijob,
     pods_of,
     settle,
     sim_job,
@@ -250,21 +253,24 @@ def native_constraints(cluster: E2ECluster, ns: str, name: str) -> Any:
 def test_native_pod_group_holds_a_required_gang_launcher_included_in_one_rack(
     cluster: E2ECluster, namespace: str, racks: dict[str, str], native_pool: str
 ) -> None:
-    # The launcher is created with the workers, so it is in the gang and in the rack.
+    # The launcher is created with the workers, so it is in the gang and in the rack; held
+    # running, so the job's later change meets a PodGroup in use.
     job = (
         sim_job("rack-constraint", workers=6)
         .workers(6, cpu="1")
         .pod_spec_field("Worker", "nodeSelector", {POOL: native_pool})
         .pod_spec_field("Launcher", "nodeSelector", {POOL: native_pool})
+        .template_annotation("Launcher", SIM + "hold", "true")
         .scheduling_policy(topology={"key": RACK, "mode": "Required"})
     )
     create_mpijob(cluster, namespace, job.obj())
+    rack_constraint = {"topology": [{"key": RACK}]}
     constraints = wait_until(
         lambda: native_constraints(cluster, namespace, "rack-constraint"),
         30,
         message="the PodGroup's schedulingConstraints",
     )
-    assert constraints == {"topology": [{"key": RACK}]}
+    assert constraints == rack_constraint
 
     def placed_pods() -> list[str] | None:
         pods = pods_of(cluster, namespace, "rack-constraint")
@@ -273,6 +279,38 @@ def test_native_pod_group_holds_a_required_gang_launcher_included_in_one_rack(
 
     nodes = wait_until(placed_pods, 120, message="six workers and the launcher placed")
     assert len({racks[node] for node in nodes}) == 1, nodes
+
+    # The constraint is immutable: a new domain leaves it as it was, while minCount, which
+    # may change, is updated in the same PodGroup and the condition says what it keeps.
+    patch_mpijob(
+        cluster,
+        namespace,
+        "rack-constraint",
+        {
+            "spec": {
+                "runPolicy": {"schedulingPolicy": {"minAvailable": 6, "topology": {"key": BLOCK}}}
+            }
+        },
+    )
+    pod_group = wait_until(
+        lambda: (
+            (found := get_pod_group(cluster, namespace, "rack-constraint"))
+            and found["spec"]["schedulingPolicy"]["gang"]["minCount"] == 6
+            and found
+        ),
+        30,
+        message="the PodGroup's minCount updated to 6",
+    )
+    assert pod_group["spec"]["schedulingConstraints"] == rack_constraint
+
+    def gang_message() -> str | None:
+        stored = get_mpijob(cluster, namespace, "rack-constraint")
+        gang = condition(stored, "GangScheduled") or {}
+        message = str(gang.get("message", ""))
+        return message if "keeps the spec.schedulingConstraints" in message else None
+
+    message = wait_until(gang_message, 30, message="the GangScheduled condition's note")
+    assert f'created with ("{RACK}")' in message, message
 
 
 def test_native_pod_group_of_a_preferred_rack_has_no_constraint(
