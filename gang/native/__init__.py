@@ -27,6 +27,7 @@ from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.topology import job_topology
+from mpi_operator.field_errors import quoted
 
 # The GangScheduling plugin runs in kube-scheduler's default profile.
 SCHEDULER_NAME: Final = "default-scheduler"
@@ -99,7 +100,7 @@ class NativeScheduler:
         priority_class = gang_priority_class(job)
         if priority_class and self._rules.priority_class:
             spec["priorityClassName"] = priority_class
-        constraints = scheduling_constraints(job)
+        constraints = _scheduling_constraints(job)
         if constraints is not None:
             spec["schedulingConstraints"] = constraints
         return spec
@@ -131,7 +132,7 @@ class NativeScheduler:
     def gang_state(self, gang: StoredGang) -> GangState:
         pod_group = gang.objects[POD_GROUP_RESOURCE.plural]
         state = pod_group_state(pod_group)
-        note = constraints_note(pod_group, scheduling_constraints(gang.job))
+        note = _constraints_note(pod_group, _scheduling_constraints(gang.job))
         if note is None:
             return state
         return replace(state, message=f"{state.message} {note}", warning=True)
@@ -141,7 +142,7 @@ class NativeScheduler:
         return _RULES.get(self.version, _RULES[POD_GROUP_RESOURCE.version])
 
 
-def scheduling_constraints(job: DefaultedMPIJob) -> dict[str, Any] | None:
+def _scheduling_constraints(job: DefaultedMPIJob) -> dict[str, Any] | None:
     """The PodGroup's constraints for a Required domain: every pod of the group, the launcher
     too when it is in the gang, on nodes sharing one value of the label."""
     topology = job_topology(job)
@@ -150,7 +151,7 @@ def scheduling_constraints(job: DefaultedMPIJob) -> dict[str, Any] | None:
     return {"topology": [{"key": topology.key}]}
 
 
-def constraints_note(pod_group: Mapping[str, Any], wanted: dict[str, Any] | None) -> str | None:
+def _constraints_note(pod_group: Mapping[str, Any], wanted: dict[str, Any] | None) -> str | None:
     """Why the stored PodGroup's constraints are not the job's, for the gang's condition; None
     when they are. The API server drops the field while the gate is off, keeps it unchanged
     once written, and has nothing to keep when the job asked for no domain at creation."""
@@ -175,7 +176,7 @@ def constraints_note(pod_group: Mapping[str, Any], wanted: dict[str, Any] | None
 def _keys(constraints: object) -> str:
     topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
     keys = [
-        f'"{term.get("key")}"'
+        quoted(term.get("key"))
         for term in (topology if isinstance(topology, list) else [])
         if isinstance(term, Mapping)
     ]

@@ -128,3 +128,18 @@ def test_the_condition_says_when_the_stored_pod_group_lacks_the_jobs_domain(
     stored: MPIJobWrapper, wanted: MPIJobWrapper, expected: tuple[str, bool]
 ) -> None:
     assert state_of(stored, wanted) == expected
+
+
+@pytest.mark.parametrize(
+    ("stored_constraints", "shown"),
+    [({"topology": "rack"}, "no domain"), ({"topology": [{}, {"key": 7}]}, "null, 7")],
+    ids=["not a list", "terms without a label key"],
+)
+def test_a_stored_constraint_of_any_shape_is_named_without_a_traceback(
+    stored_constraints: Any, shown: str
+) -> None:
+    stored = pod_group(job())
+    stored["spec"]["schedulingConstraints"] = stored_constraints
+    stored["status"] = PLACED
+    state = BETA.gang_state(StoredGang(job().job(), {"podgroups": stored}, []))
+    assert f"created with ({shown})" in state.message
