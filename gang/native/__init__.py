@@ -4,6 +4,12 @@
 The PodGroup is a built-in kind (no CRD), served as ``v1beta1`` from Kubernetes 1.37 and as
 ``v1alpha2`` in 1.36, behind the ``GenericWorkload`` feature gate. Pods join it through
 ``spec.schedulingGroup.podGroupName``; the scheduler reports on it in a status condition.
+
+A Required network domain becomes the PodGroup's ``spec.schedulingConstraints.topology``, which
+kube-scheduler's TopologyPlacementGenerator plugin enforces behind the alpha
+``TopologyAwareWorkloadScheduling`` gate: it tries the gang in one domain after another, so a
+gang waits only when no domain holds it. The constraint is hard only; a Preferred domain keeps
+the workers' pod affinity alone.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from gang.pod_template import assign_to_gang
 from mpi_operator.api import names
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
+from mpi_operator.api.topology import job_topology
+from mpi_operator.field_errors import quoted
 
 # The GangScheduling plugin runs in kube-scheduler's default profile.
 SCHEDULER_NAME: Final = "default-scheduler"
@@ -41,6 +49,7 @@ POD_GROUP_RESOURCE: Final = GangResource(
 SCHEDULED_CONDITIONS: Final = ("PodGroupInitiallyScheduled", "PodGroupScheduled")
 # Reasons of a False condition that a person has to look into.
 _WARNING_REASONS: Final = frozenset({"Unschedulable", "SchedulerError"})
+TOPOLOGY_GATE: Final = "TopologyAwareWorkloadScheduling"
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,9 @@ class NativeScheduler:
         priority_class = gang_priority_class(job)
         if priority_class and self._rules.priority_class:
             spec["priorityClassName"] = priority_class
+        constraints = _scheduling_constraints(job)
+        if constraints is not None:
+            spec["schedulingConstraints"] = constraints
         return spec
 
     def decorate_pod_template(
@@ -102,8 +114,9 @@ class NativeScheduler:
         return assigned
 
     def needs_update(self, current: dict[str, Any], desired: dict[str, Any]) -> bool:
-        # Only gang.minCount may change in place; what else differs waits for the PodGroup to be
-        # created again (the job suspended and resumed), as the API server refuses the rest.
+        # Only gang.minCount may change in place; what else differs (schedulingConstraints
+        # included) waits for the PodGroup to be created again (the job suspended and resumed),
+        # as the API server refuses the rest.
         if not self._rules.min_count_mutable:
             return False
         now, wanted = _min_count(current), _min_count(desired)
@@ -117,11 +130,57 @@ class NativeScheduler:
         return updated
 
     def gang_state(self, gang: StoredGang) -> GangState:
-        return pod_group_state(gang.objects[POD_GROUP_RESOURCE.plural])
+        pod_group = gang.objects[POD_GROUP_RESOURCE.plural]
+        state = pod_group_state(pod_group)
+        note = _constraints_note(pod_group, _scheduling_constraints(gang.job))
+        if note is None:
+            return state
+        return replace(state, message=f"{state.message} {note}", warning=True)
 
     @property
     def _rules(self) -> _VersionRules:
         return _RULES.get(self.version, _RULES[POD_GROUP_RESOURCE.version])
+
+
+def _scheduling_constraints(job: DefaultedMPIJob) -> dict[str, Any] | None:
+    """The PodGroup's constraints for a Required domain: every pod of the group, the launcher
+    too when it is in the gang, on nodes sharing one value of the label."""
+    topology = job_topology(job)
+    if topology is None or not topology.required:
+        return None
+    return {"topology": [{"key": topology.key}]}
+
+
+def _constraints_note(pod_group: Mapping[str, Any], wanted: dict[str, Any] | None) -> str | None:
+    """Why the stored PodGroup's constraints are not the job's, for the gang's condition; None
+    when they are. The API server drops the field while the gate is off, keeps it unchanged
+    once written, and has nothing to keep when the job asked for no domain at creation."""
+    spec = pod_group.get("spec")
+    stored = spec.get("schedulingConstraints") if isinstance(spec, Mapping) else None
+    if stored == wanted:
+        return None
+    if stored is None and wanted is not None:
+        return (
+            f"The PodGroup has no spec.schedulingConstraints for {_keys(wanted)}: the API "
+            f"server drops the field while its {TOPOLOGY_GATE} feature gate is off, and the "
+            "PodGroup keeps the constraints it was created with; the workers' pod affinity "
+            "alone keeps them in one domain."
+        )
+    return (
+        f"The PodGroup keeps the spec.schedulingConstraints it was created with "
+        f"({_keys(stored)}): the field is immutable, so the job's domain applies once the "
+        "PodGroup is created again (the job suspended and resumed)."
+    )
+
+
+def _keys(constraints: object) -> str:
+    topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
+    keys = [
+        quoted(term.get("key"))
+        for term in (topology if isinstance(topology, list) else [])
+        if isinstance(term, Mapping)
+    ]
+    return ", ".join(keys) or "no domain"
 
 
 def pod_group_state(pod_group: Mapping[str, Any]) -> GangState:

@@ -70,10 +70,12 @@ PROFILES: dict[str, KubernetesProfile] = {
         # Workload and PodGroup, lets pods join one through spec.schedulingGroup, runs the
         # PodGroup protection controller and adds the GangScheduling plugin to the default
         # scheduler profile; the API server serves scheduling.k8s.io/v1beta1, a beta API
-        # version, only when asked to.
+        # version, only when asked to. TopologyAwareWorkloadScheduling (alpha, off by default)
+        # keeps a PodGroup's spec.schedulingConstraints (dropped without it) and adds the
+        # TopologyPlacementGenerator plugin, which places a gang in one domain of a node label.
         KubernetesProfile(
             "1.37",
-            feature_gates=("GenericWorkload=true",),
+            feature_gates=("GenericWorkload=true", "TopologyAwareWorkloadScheduling=true"),
             runtime_config=("scheduling.k8s.io/v1beta1=true",),
         ),
     )

@@ -1,7 +1,8 @@
 """schedulingPolicy.topology with the default scheduler, coscheduling and Volcano: kwok nodes
 labelled 2 blocks x 2 racks x 4 nodes; a 6-worker job's workers land in one rack when
 Required, spread when Preferred cannot keep them together, and the hostfile lists each rack's
-workers together. With Volcano's HyperNodes for the racks, the PodGroup names their tier."""
+workers together. With Volcano's HyperNodes for the racks, the PodGroup names their tier; on
+Kubernetes' own PodGroup (1.37) a Required rack is the PodGroup's scheduling constraint."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ from typing import Any
 
 import pytest
 
-from .clusters import COSCHEDULING, VOLCANO, E2ECluster, wait_until
-from .operator import create_mpijob, pods_of, settle, sim_job, simulated_operator
+from .clusters import COSCHEDULING, NATIVE, SIM, VOLCANO, E2ECluster, wait_until
+from .operator import (
+    condition,
+    create_mpijob,
+    get_mpijob,
+    get_pod_group,
+    patch_mpijob,
+    pods_of,
+    settle,
+    sim_job,
+    simulated_operator,
+)
 
 HYPER_NODES = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 
@@ -24,7 +35,7 @@ BLOCK = "e2e.example/block"
 POOL = "e2e.example/topology-pool"
 
 
-@pytest.fixture(scope="module", params=["default", COSCHEDULING, VOLCANO])
+@pytest.fixture(scope="module", params=["default", COSCHEDULING, VOLCANO, NATIVE])
 def cluster(
     request: pytest.FixtureRequest,
     local_cluster: Callable[[str], E2ECluster],
@@ -224,3 +235,94 @@ def test_volcano_without_a_tier_for_the_label_says_so_and_keeps_the_affinity(
         lambda: placed_workers(cluster, namespace, "block-no-tier"), 120, message="six workers"
     )
     assert len({racks[node].split("-")[0] for node in placed.values()}) == 1, placed
+
+
+@pytest.fixture
+def native_pool(cluster: E2ECluster, racks: dict[str, str]) -> str:
+    """The labelled nodes' pool, on Kubernetes' own PodGroup only."""
+    if cluster.flavour != "native":
+        pytest.skip("schedulingConstraints are Kubernetes' own PodGroup's")
+    return next(iter(racks)).split("-")[1]
+
+
+def native_constraints(cluster: E2ECluster, ns: str, name: str) -> Any:
+    pod_group = get_pod_group(cluster, ns, name)
+    return None if pod_group is None else pod_group["spec"].get("schedulingConstraints")
+
+
+def test_native_pod_group_holds_a_required_gang_launcher_included_in_one_rack(
+    cluster: E2ECluster, namespace: str, racks: dict[str, str], native_pool: str
+) -> None:
+    # The launcher is created with the workers, so it is in the gang and in the rack; held
+    # running, so the job's later change meets a PodGroup in use.
+    job = (
+        sim_job("rack-constraint", workers=6)
+        .workers(6, cpu="1")
+        .pod_spec_field("Worker", "nodeSelector", {POOL: native_pool})
+        .pod_spec_field("Launcher", "nodeSelector", {POOL: native_pool})
+        .template_annotation("Launcher", SIM + "hold", "true")
+        .scheduling_policy(topology={"key": RACK, "mode": "Required"})
+    )
+    create_mpijob(cluster, namespace, job.obj())
+    rack_constraint = {"topology": [{"key": RACK}]}
+    constraints = wait_until(
+        lambda: native_constraints(cluster, namespace, "rack-constraint"),
+        30,
+        message="the PodGroup's schedulingConstraints",
+    )
+    assert constraints == rack_constraint
+
+    def placed_pods() -> list[str] | None:
+        pods = pods_of(cluster, namespace, "rack-constraint")
+        nodes = [p.spec.node_name for p in pods]
+        return nodes if len(nodes) == 7 and all(nodes) else None
+
+    nodes = wait_until(placed_pods, 120, message="six workers and the launcher placed")
+    assert len({racks[node] for node in nodes}) == 1, nodes
+
+    # The constraint is immutable: a new domain leaves it as it was, while minCount, which
+    # may change, is updated in the same PodGroup and the condition says what it keeps.
+    patch_mpijob(
+        cluster,
+        namespace,
+        "rack-constraint",
+        {
+            "spec": {
+                "runPolicy": {"schedulingPolicy": {"minAvailable": 6, "topology": {"key": BLOCK}}}
+            }
+        },
+    )
+    pod_group = wait_until(
+        lambda: (
+            (found := get_pod_group(cluster, namespace, "rack-constraint"))
+            and found["spec"]["schedulingPolicy"]["gang"]["minCount"] == 6
+            and found
+        ),
+        30,
+        message="the PodGroup's minCount updated to 6",
+    )
+    assert pod_group["spec"]["schedulingConstraints"] == rack_constraint
+
+    def gang_message() -> str | None:
+        stored = get_mpijob(cluster, namespace, "rack-constraint")
+        gang = condition(stored, "GangScheduled") or {}
+        message = str(gang.get("message", ""))
+        return message if "keeps the spec.schedulingConstraints" in message else None
+
+    message = wait_until(gang_message, 30, message="the GangScheduled condition's note")
+    assert f'created with ("{RACK}")' in message, message
+
+
+def test_native_pod_group_of_a_preferred_rack_has_no_constraint(
+    cluster: E2ECluster, namespace: str, native_pool: str
+) -> None:
+    job = topology_job("rack-no-constraint", native_pool, "Preferred", worker_cpu="1")
+    create_mpijob(cluster, namespace, job)
+    pod_group = wait_until(
+        lambda: get_pod_group(cluster, namespace, "rack-no-constraint"), 30, message="PodGroup"
+    )
+    assert "schedulingConstraints" not in pod_group["spec"]
+    placed = wait_until(
+        lambda: placed_workers(cluster, namespace, "rack-no-constraint"), 120, message="six"
+    )
+    assert len(placed) == 6

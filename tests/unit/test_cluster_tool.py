@@ -181,7 +181,9 @@ def test_the_second_profile_runs_its_own_control_plane_with_its_gates_and_api_ve
         "etcdBinary": str(tmp_path / "bin" / "etcd"),
         "kwokControllerBinary": str(tmp_path / "bin" / "kwok"),
     }
-    assert options["kubeFeatureGates"] == "GenericWorkload=true"
+    assert options["kubeFeatureGates"] == (
+        "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+    )
     assert options["kubeRuntimeConfig"] == "scheduling.k8s.io/v1beta1=true"
     assert not {"kubeFeatureGates", "kubeRuntimeConfig"} & set(
         first_profile_options(tmp_path, None)

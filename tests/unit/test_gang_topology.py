@@ -28,6 +28,7 @@ SCHEDULERS: Final = {
     "volcano": "volcano",
     "coscheduling": "scheduler-plugins-scheduler",
     "koordinator": "koord-scheduler",
+    "native": "scheduling.k8s.io/podgroup",
 }
 
 
