@@ -185,11 +185,11 @@ def _tier(topology: JobTopology, facts: ClusterFacts) -> int | None:
     layout = facts.layout
     if layout is None:
         return None
-    memo_key = (HYPER_NODE_RESOURCE.plural, topology.key)
-    if memo_key not in layout.derived:
-        hyper_nodes = layout.objects.get(HYPER_NODE_RESOURCE.plural) or ()
-        layout.derived[memo_key] = tier_grouping_by(topology.key, hyper_nodes, layout.node_labels)
-    tier = layout.derived[memo_key]
+    hyper_nodes = layout.objects.get(HYPER_NODE_RESOURCE.plural) or ()
+    tier = layout.derive(
+        (HYPER_NODE_RESOURCE.plural, topology.key),
+        lambda: tier_grouping_by(topology.key, hyper_nodes, layout.node_labels),
+    )
     return tier if isinstance(tier, int) else None
 
 

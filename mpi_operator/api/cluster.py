@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -24,6 +24,12 @@ class ClusterLayout:
     # What a strategy derives from this layout, kept with it: the operator hands every sync the
     # same layout until it changes, so each answer is worked out once per change.
     derived: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def derive(self, key: Hashable, work_out: Callable[[], object]) -> object:
+        """The answer kept under ``key``, worked out by ``work_out`` the first time."""
+        if key not in self.derived:
+            self.derived[key] = work_out()
+        return self.derived[key]
 
 
 @dataclass(frozen=True)

@@ -292,6 +292,7 @@ def test_namespace_scope_grants_the_same_rules_split_by_scope(
     if gang_scheduling:
         cluster_wide = flatten(operator_roles[cluster_role]["rules"])
         assert {resource for _, resource, _ in cluster_wide} <= {
+            "clusternetworktopologies",
             "hypernodes",
             "nodes",
             "priorityclasses",

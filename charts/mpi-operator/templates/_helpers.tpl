@@ -130,8 +130,8 @@ coscheduling
 
 {{/* Cluster-scoped kinds, read only with a gang scheduler: PriorityClasses order a gang's
 minResources; Volcano's queues say why it waits and its HyperNodes name the tier of a job's
-network domain; nodes added or grown are when a waiting
-coscheduling gang may fit. */}}
+network domain, as Koordinator's ClusterNetworkTopology its layer; nodes added or grown are
+when a waiting coscheduling gang may fit. */}}
 {{- define "mpi-operator.gangClusterRules" -}}
 {{- $strategy := include "mpi-operator.gangStrategy" . -}}
 {{- if $strategy }}
@@ -145,6 +145,10 @@ coscheduling gang may fit. */}}
   verbs: [list, watch]
 - apiGroups: [topology.volcano.sh]
   resources: [hypernodes]
+  verbs: [list, watch]
+{{- else if eq $strategy "koordinator" }}
+- apiGroups: [scheduling.koordinator.sh]
+  resources: [clusternetworktopologies]
   verbs: [list, watch]
 {{- else if eq $strategy "coscheduling" }}
 - apiGroups: [""]
