@@ -170,13 +170,8 @@ def network_topology_spec(layer: str, topology: JobTopology) -> str:
 
 def _layer(topology: JobTopology, facts: ClusterFacts) -> Layer | None:
     layout = facts.layout
-    if layout is None:
-        return None
-    topologies = layout.objects.get(CLUSTER_NETWORK_TOPOLOGY_RESOURCE.plural) or ()
-    layer = layout.derive(
-        (CLUSTER_NETWORK_TOPOLOGY_RESOURCE.plural, topology.key),
-        lambda: layer_grouping_by(topology.key, topologies, layout.node_labels),
-    )
+    plural = CLUSTER_NETWORK_TOPOLOGY_RESOURCE.plural
+    layer = layout.derive(plural, topology.key, layer_grouping_by) if layout else None
     return layer if isinstance(layer, Layer) else None
 
 

@@ -17,14 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from mpi_operator.api.cluster import NodeLabels
+
 # The one object koord-scheduler v1.7.0 reads (pkg/scheduler/frameworkext/networktopology/
 # tree_manager.go, defaultClusterNetworkTopologyName).
 TOPOLOGY_NAME: Final = "default"
 # Its built-in layer of single nodes, the bottom of every chain.
 NODE_LAYER: Final = "NodeTopologyLayer"
-
-NodeLabels = Mapping[str, Mapping[str, str]]
-"""Node name -> its labels."""
 
 
 @dataclass(frozen=True)

@@ -183,12 +183,10 @@ def _network_topology(job: DefaultedMPIJob, facts: ClusterFacts) -> dict[str, An
 
 def _tier(topology: JobTopology, facts: ClusterFacts) -> int | None:
     layout = facts.layout
-    if layout is None:
-        return None
-    hyper_nodes = layout.objects.get(HYPER_NODE_RESOURCE.plural) or ()
-    tier = layout.derive(
-        (HYPER_NODE_RESOURCE.plural, topology.key),
-        lambda: tier_grouping_by(topology.key, hyper_nodes, layout.node_labels),
+    tier = (
+        layout.derive(HYPER_NODE_RESOURCE.plural, topology.key, tier_grouping_by)
+        if layout
+        else None
     )
     return tier if isinstance(tier, int) else None
 
