@@ -5,7 +5,12 @@ plugin (Coscheduling) is turned on here; every other Koordinator plugin needs th
 (koordlet) or the manager's CRDs, which the local cluster does not run. Its informers still
 watch three kinds whatever the profile says (found by running it: without their CRDs it
 keeps failing to list them), so those CRDs are installed from the pinned module
-(build-koordinator.sh copies them into its cache) and nothing else of Koordinator.
+(build-koordinator.sh copies them into its cache) and nothing else of Koordinator, but the
+ClusterNetworkTopology CRD: Coscheduling is network-topology aware (``awareNetworkTopology``)
+and the scheduler runs its topology manager (``--enable-network-topology-manager``), which
+builds its topology from the ClusterNetworkTopology named ``default`` every 10 seconds. Both are
+off by default in v1.7.0; a gang whose pods name a layer is turned down while the manager does
+not run.
 
 The scheduler serves plain HTTP (healthz, metrics, its debug services) on 127.0.0.1; the
 secure port is off.
@@ -24,6 +29,7 @@ CRD_FILES = (
     "scheduling.sigs.k8s.io_podgroups.yaml",
     "scheduling.koordinator.sh_reservations.yaml",
     "scheduling.koordinator.sh_devices.yaml",
+    "scheduling.koordinator.sh_clusternetworktopologies.yaml",
 )
 LOOPBACK = "127.0.0.1"
 
@@ -54,6 +60,18 @@ def configuration(kubeconfig: str) -> dict[str, Any]:
                     "permit": enabled,
                     "postBind": enabled,
                 },
+                "pluginConfig": [
+                    {
+                        "name": PLUGIN,
+                        "args": {
+                            "apiVersion": "kubescheduler.config.k8s.io/v1",
+                            "kind": "CoschedulingArgs",
+                            # A gang's network-topology-spec places it in one domain of the
+                            # layer it names (FindOneNode); without it the spec is not read.
+                            "awareNetworkTopology": True,
+                        },
+                    }
+                ],
             }
         ],
     }
@@ -68,6 +86,8 @@ def command(binary: Path, config: Path, http_port: int) -> list[str]:
         f"--address={LOOPBACK}",
         f"--port={http_port}",
         "--secure-port=0",
+        # The ClusterNetworkTopology's tree, without which a gang naming a layer never binds.
+        "--enable-network-topology-manager=true",
         "-v=2",
     ]
 
