@@ -7,7 +7,13 @@ import threading
 from gang import GangKind, GangScheduler, gang_kinds_of, gang_resources_of, select_gang_scheduler
 from gang.koordinator import CLUSTER_NETWORK_TOPOLOGY_RESOURCE
 from gang.volcano import HYPER_NODE_RESOURCE
-from mpi_operator.operator.served import ServedGang, ask_served, describe_unserved, watch_served
+from mpi_operator.operator.served import (
+    ServedGang,
+    ask_served,
+    asks_served,
+    describe_unserved,
+    watch_served,
+)
 from mpi_operator.runtime.client import Client
 from tests.unit.runtime.scripted_server import FakeApiServer, Reply, page, status
 
@@ -84,6 +90,12 @@ def test_without_gang_kinds_only_the_layout_is_asked(api: tuple[FakeApiServer, C
     assert [seen.path for seen in server.seen] == [
         "/apis/scheduling.koordinator.sh/v1alpha1/clusternetworktopologies"
     ]
+
+
+def test_a_strategy_with_gang_or_layout_kinds_is_asked_about_them_and_no_other() -> None:
+    assert asks_served(VOLCANO) and asks_served(select_gang_scheduler("koord-scheduler"))
+    assert asks_served(select_gang_scheduler("scheduler-plugins-scheduler"))
+    assert not asks_served(None)
 
 
 def test_the_log_line_names_the_crd_and_what_jobs_do_meanwhile() -> None:
