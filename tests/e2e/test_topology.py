@@ -283,30 +283,45 @@ def rack_layer(cluster: E2ECluster, racks: dict[str, str]) -> Iterator[str]:
         cluster.custom.delete_cluster_custom_object(*CLUSTER_NETWORK_TOPOLOGIES, "default")
 
 
-def gather_specs(cluster: E2ECluster, ns: str, name: str) -> list[str | None]:
+def gather_rules(cluster: E2ECluster, ns: str, name: str) -> list[Any]:
+    """Each worker's network-topology-spec, decoded; None where it has none."""
     pods = pods_of(cluster, ns, name, role="worker")
-    return [(p.metadata.annotations or {}).get(SPEC_ANNOTATION) for p in pods]
+    specs = [(p.metadata.annotations or {}).get(SPEC_ANNOTATION) for p in pods]
+    return [json.loads(spec) if spec is not None else None for spec in specs]
 
 
-def test_koordinator_workers_gather_in_the_rack_layer(
-    cluster: E2ECluster, namespace: str, racks: dict[str, str], rack_layer: str
+def gather(layer: str, strategy: str) -> dict[str, Any]:
+    return {"gatherStrategy": [{"layer": layer, "strategy": strategy}]}
+
+
+@pytest.mark.parametrize(
+    ("mode", "worker_cpu", "strategy"),
+    # Preferred: one 5-cpu worker per 8-cpu node, six workers need six nodes, a rack has four.
+    [("Required", "1", "MustGather"), ("Preferred", "5", "PreferGather")],
+)
+def test_koordinator_workers_carry_the_rack_layers_gather_rule(
+    cluster: E2ECluster,
+    namespace: str,
+    racks: dict[str, str],
+    rack_layer: str,
+    mode: str,
+    worker_cpu: str,
+    strategy: str,
 ) -> None:
-    pool = next(iter(racks)).split("-")[1]
-    job = topology_job("rack-layer", pool, "Required", worker_cpu="1")
-    worker_racks, _ = run_and_read(cluster, namespace, job, racks)
+    name = f"rack-layer-{mode.lower()}"
+    job = topology_job(name, next(iter(racks)).split("-")[1], mode, worker_cpu=worker_cpu)
+    worker_racks, hostfile_racks = run_and_read(cluster, namespace, job, racks)
+    events = cluster.events_for(namespace, name)
+    assert [e["message"] for e in events if e["reason"] == "NoNetworkTopologyLayer"] == []
+    assert gather_rules(cluster, namespace, name) == [gather(rack_layer, strategy)] * 6
+    if mode == "Preferred":
+        assert len(set(worker_racks)) > 1 and contiguous(hostfile_racks), hostfile_racks
+        return
     assert len(set(worker_racks)) == 1, worker_racks
     # The rule, not the affinity alone, placed them: koord-scheduler plans a gang with a rule
     # into the smallest domain that holds it, and one 8-cpu node holds six 1-cpu workers.
-    placed = placed_workers(cluster, namespace, "rack-layer")
+    placed = placed_workers(cluster, namespace, name)
     assert placed is not None and len(set(placed.values())) == 1, placed
-    expected = json.dumps(
-        {"gatherStrategy": [{"layer": rack_layer, "strategy": "MustGather"}]},
-        separators=(",", ":"),
-    )
-    events = cluster.events_for(namespace, "rack-layer")
-    warnings = [e["message"] for e in events if e["reason"] == "NoNetworkTopologyLayer"]
-    assert warnings == []
-    assert gather_specs(cluster, namespace, "rack-layer") == [expected] * 6
 
 
 def test_koordinator_without_a_layer_for_the_label_says_so_and_keeps_the_affinity(
@@ -327,5 +342,5 @@ def test_koordinator_without_a_layer_for_the_label_says_so_and_keeps_the_affinit
     placed = wait_until(
         lambda: placed_workers(cluster, namespace, "block-no-layer"), 120, message="six workers"
     )
-    assert gather_specs(cluster, namespace, "block-no-layer") == [None] * 6
+    assert gather_rules(cluster, namespace, "block-no-layer") == [None] * 6
     assert len({racks[node].split("-")[0] for node in placed.values()}) == 1, placed

@@ -261,3 +261,13 @@ def test_the_layer_is_worked_out_once_per_layout() -> None:
     facts.layout.derived[key] = Layer("Stale", True)
     stale = spec_of(new_worker_pod(job, 0, facts, KoordinatorScheduler()))
     assert stale["gatherStrategy"][0]["layer"] == "Stale"
+
+
+def test_render_knows_no_layout_and_writes_no_rule() -> None:
+    from mpi_operator import sdk
+
+    objects = sdk.render(rack_job(c.TOPOLOGY_REQUIRED).obj(), gang_scheduling="koord-scheduler")
+    workers = [o for o in objects if o["kind"] == "Pod"]
+    assert len(workers) == 2
+    assert [spec_of(pod) for pod in workers] == [None, None]
+    assert all(pod["spec"]["affinity"]["podAffinity"] for pod in workers)
