@@ -84,7 +84,8 @@ NOT_REQUESTED: dict[Permission, str] = {
 }
 # Granted, and asked for only by an operator watching every namespace, which this test cannot
 # run on clusters other tests share (it would reconcile their jobs): the operator here watches
-# one namespace.
+# one namespace. test_topology.py's Volcano cases run one under the shipped role, and its
+# PodGroup names the HyperNode tier only when the HyperNodes were read.
 ACROSS_NAMESPACES_ONLY: dict[Permission, str] = {
     ("topology.volcano.sh", "hypernodes", "list"): (
         "Volcano's HyperNodes name the tier of a job's domain only beside every node's labels"

@@ -129,9 +129,8 @@ coscheduling
 {{- end -}}
 
 {{/* Cluster-scoped kinds, read only with a gang scheduler: PriorityClasses order a gang's
-minResources; Volcano's queues say why it waits and its HyperNodes name the tier of a job's
-network domain, as Koordinator's ClusterNetworkTopology its layer; nodes added or grown are
-when a waiting coscheduling gang may fit. */}}
+minResources; Volcano's queues say why it waits; nodes added or grown are when a waiting
+coscheduling gang may fit. */}}
 {{- define "mpi-operator.gangClusterRules" -}}
 {{- $strategy := include "mpi-operator.gangStrategy" . -}}
 {{- if $strategy }}
@@ -143,16 +142,25 @@ when a waiting coscheduling gang may fit. */}}
 - apiGroups: [scheduling.volcano.sh]
   resources: [queues]
   verbs: [list, watch]
+{{- else if eq $strategy "coscheduling" }}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]
+{{- end }}
+{{- end -}}
+
+{{/* How the gang scheduler groups nodes (Volcano's HyperNodes name the tier of a job's network
+domain, Koordinator's ClusterNetworkTopology its layer): read beside every node's labels, so
+only by an operator of every namespace. */}}
+{{- define "mpi-operator.gangLayoutRules" -}}
+{{- $strategy := include "mpi-operator.gangStrategy" . -}}
+{{- if eq $strategy "volcano" }}
 - apiGroups: [topology.volcano.sh]
   resources: [hypernodes]
   verbs: [list, watch]
 {{- else if eq $strategy "koordinator" }}
 - apiGroups: [scheduling.koordinator.sh]
   resources: [clusternetworktopologies]
-  verbs: [list, watch]
-{{- else if eq $strategy "coscheduling" }}
-- apiGroups: [""]
-  resources: [nodes]
   verbs: [list, watch]
 {{- end }}
 {{- end -}}
