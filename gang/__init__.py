@@ -193,11 +193,13 @@ class GangNotice:
 
 
 @runtime_checkable
-class WithClusterLayout(WithGangObjects, Protocol):
-    """A scheduler whose gang objects name groups of nodes that cluster-scoped objects describe
-    (Volcano's HyperNodes), objects a cluster may not serve. The operator caches them when it
+class WithClusterLayout(GangScheduler, Protocol):
+    """A scheduler whose gang objects, or else whose workers' marks, name groups of nodes that
+    cluster-scoped objects describe (Volcano's HyperNodes, Koordinator's
+    ClusterNetworkTopology), objects a cluster may not serve. The operator caches them when it
     can and passes them with the nodes' labels as ``ClusterFacts.layout``; it never waits for
-    them, and without them (``layout`` None) the gang objects leave those names out."""
+    them, and without them (``layout`` None) the gang objects or workers leave those names
+    out."""
 
     @property
     def layout_resources(self) -> Sequence[ClusterResource]:
@@ -205,8 +207,9 @@ class WithClusterLayout(WithGangObjects, Protocol):
         ...
 
     def layout_notice(self, job: DefaultedMPIJob, facts: ClusterFacts) -> GangNotice | None:
-        """Why the job's gang objects leave out what the job asks for although the layout is
-        known (no group of nodes matches its domain, say); None when nothing is left out."""
+        """Why the job's gang objects (without any: its new workers) leave out what the job
+        asks for although the layout is known (no group of nodes matches its domain, say);
+        None when nothing is left out."""
         ...
 
 
@@ -232,10 +235,16 @@ class WithTopology(GangScheduler, Protocol):
     (``schedulingPolicy.topology``); any other gets pod affinity on the domain's node label."""
 
     def keep_in_domain(
-        self, worker: dict[str, Any], job: DefaultedMPIJob, topology: JobTopology, index: int
+        self,
+        worker: dict[str, Any],
+        job: DefaultedMPIJob,
+        topology: JobTopology,
+        index: int,
+        facts: ClusterFacts,
     ) -> dict[str, Any]:
         """A copy of worker ``index``'s pod template that the scheduler places in the domain
-        of the job's other workers."""
+        of the job's other workers (``facts.layout``: how the cluster's nodes are grouped,
+        when known)."""
         ...
 
 
@@ -269,7 +278,11 @@ def in_served_versions(
 
 
 def place_worker(
-    gang: GangScheduler | None, worker: dict[str, Any], job: DefaultedMPIJob, index: int
+    gang: GangScheduler | None,
+    worker: dict[str, Any],
+    job: DefaultedMPIJob,
+    index: int,
+    facts: ClusterFacts,
 ) -> dict[str, Any]:
     """Worker ``index``'s template kept in the job's network domain, by the scheduler's own
     dialect or else by pod affinity; unchanged when the job asks for no domain."""
@@ -279,7 +292,7 @@ def place_worker(
     if topology is None:
         return worker
     if isinstance(gang, WithTopology):
-        return gang.keep_in_domain(worker, job, topology, index)
+        return gang.keep_in_domain(worker, job, topology, index, facts)
     from gang.topology import with_worker_affinity
 
     return with_worker_affinity(worker, job, topology)

@@ -2,15 +2,19 @@
 
 koord-scheduler's Coscheduling plugin forms a gang from the first pod it sees carrying a gang
 name and keeps its parameters while any pod of it exists; no PodGroup (and no CRD) is needed.
-The scheduler reports only on the pods, through their ``PodScheduled`` condition.
+The scheduler reports only on the pods, through their ``PodScheduled`` condition, and reads
+a gang's network-topology-spec from the first of its pods it sees too: the workers carry it,
+created before the launcher.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from gang import GangState, StoredGang
+from gang import ClusterResource, GangNotice, GangState, StoredGang
+from gang.koordinator.network_topology import TOPOLOGY_NAME, Layer, layer_grouping_by
 from gang.members import (
     gang_replica_types,
     gang_size,
@@ -21,8 +25,9 @@ from gang.members import (
 )
 from gang.pod_template import assign_to_gang
 from gang.topology import with_worker_affinity
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
-from mpi_operator.api.topology import JobTopology
+from mpi_operator.api.topology import JobTopology, job_topology
 
 SCHEDULER_NAME: Final = "koord-scheduler"
 # Pod annotations of an annotation-only gang (koordinator's apis/extension/coscheduling.go).
@@ -35,6 +40,18 @@ WAITING_TIME_ANNOTATION: Final = f"{_PREFIX}/waiting-time"
 # A worker's rank hint: koord-scheduler's network-topology-aware placement puts consecutive
 # indexes close together (apis/extension/coscheduling.go, GetPodIndex).
 NETWORK_TOPOLOGY_INDEX_ANNOTATION: Final = f"{_PREFIX}/network-topology-index"
+# The gang's network domain, a layer of the ClusterNetworkTopology to gather its pods in.
+NETWORK_TOPOLOGY_SPEC_ANNOTATION: Final = f"{_PREFIX}/network-topology-spec"
+MUST_GATHER: Final = "MustGather"
+PREFER_GATHER: Final = "PreferGather"
+CLUSTER_NETWORK_TOPOLOGY_RESOURCE: Final = ClusterResource(
+    "scheduling.koordinator.sh",
+    "v1alpha1",
+    "ClusterNetworkTopology",
+    "clusternetworktopologies",
+    "Koordinator",
+)
+REASON_NO_NETWORK_TOPOLOGY_LAYER: Final = "NoNetworkTopologyLayer"
 # Strict: a member that cannot be placed sends the whole gang back, so no part of it holds
 # nodes while the rest waits.
 STRICT: Final = "Strict"
@@ -42,17 +59,54 @@ UNSCHEDULABLE: Final = "Unschedulable"
 
 
 class KoordinatorScheduler:
-    """Gangs placed by koord-scheduler, declared on the pods: nothing to create or watch."""
+    """Gangs placed by koord-scheduler, declared on the pods: nothing to create."""
+
+    layout_resources: Sequence[ClusterResource] = (CLUSTER_NETWORK_TOPOLOGY_RESOURCE,)
 
     def keep_in_domain(
-        self, worker: dict[str, Any], job: DefaultedMPIJob, topology: JobTopology, index: int
+        self,
+        worker: dict[str, Any],
+        job: DefaultedMPIJob,
+        topology: JobTopology,
+        index: int,
+        facts: ClusterFacts,
     ) -> dict[str, Any]:
-        # The domain itself is pod affinity, which koord-scheduler enforces as kube-scheduler
-        # does; its own gather rules name a ClusterNetworkTopology layer, not a node label.
+        # The pod affinity holds the domain under any koord-scheduler; the gather rule, which
+        # names a ClusterNetworkTopology layer rather than a label, only where a layer is built.
         placed = with_worker_affinity(worker, job, topology)
         annotations = placed["metadata"].setdefault("annotations", {})
         annotations[NETWORK_TOPOLOGY_INDEX_ANNOTATION] = str(index)
+        layer = _layer(topology, facts)
+        if layer is not None and layer.built:
+            annotations[NETWORK_TOPOLOGY_SPEC_ANNOTATION] = network_topology_spec(
+                layer.name, topology
+            )
         return placed
+
+    def layout_notice(self, job: DefaultedMPIJob, facts: ClusterFacts) -> GangNotice | None:
+        topology = job_topology(job)
+        if topology is None or facts.layout is None:
+            return None
+        layer = _layer(topology, facts)
+        if layer is not None and layer.built:
+            return None
+        keeps = (
+            "the workers have no network-topology-spec, and their pod affinity alone keeps "
+            "them in one domain."
+        )
+        if layer is None:
+            message = (
+                f'No layer of Koordinator\'s ClusterNetworkTopology "{TOPOLOGY_NAME}" groups '
+                f'the nodes by the label "{topology.key}": {keeps}'
+            )
+        else:
+            message = (
+                f'The layer "{layer.name}" of Koordinator\'s ClusterNetworkTopology '
+                f'"{TOPOLOGY_NAME}" groups the nodes by the label "{topology.key}", but its '
+                "status does not show it built by koord-scheduler (started with "
+                f"--enable-network-topology-manager): {keeps}"
+            )
+        return GangNotice(REASON_NO_NETWORK_TOPOLOGY_LAYER, message)
 
     @property
     def scheduler_name(self) -> str:
@@ -105,6 +159,20 @@ def gang_annotations(job: DefaultedMPIJob) -> dict[str, str]:
         # A Go duration; without it (or at 0) the scheduler's own default applies.
         annotations[WAITING_TIME_ANNOTATION] = f"{timeout}s"
     return annotations
+
+
+def network_topology_spec(layer: str, topology: JobTopology) -> str:
+    """The gang's gather rule: its pods in one domain of ``layer``, required or preferred."""
+    strategy = MUST_GATHER if topology.required else PREFER_GATHER
+    rule = {"layer": layer, "strategy": strategy}
+    return json.dumps({"gatherStrategy": [rule]}, separators=(",", ":"))
+
+
+def _layer(topology: JobTopology, facts: ClusterFacts) -> Layer | None:
+    layout = facts.layout
+    plural = CLUSTER_NETWORK_TOPOLOGY_RESOURCE.plural
+    layer = layout.derive(plural, topology.key, layer_grouping_by) if layout else None
+    return layer if isinstance(layer, Layer) else None
 
 
 def _pod_scheduled(pod: Mapping[str, Any]) -> Mapping[str, Any]:

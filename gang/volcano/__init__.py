@@ -183,13 +183,11 @@ def _network_topology(job: DefaultedMPIJob, facts: ClusterFacts) -> dict[str, An
 
 def _tier(topology: JobTopology, facts: ClusterFacts) -> int | None:
     layout = facts.layout
-    if layout is None:
-        return None
-    memo_key = (HYPER_NODE_RESOURCE.plural, topology.key)
-    if memo_key not in layout.derived:
-        hyper_nodes = layout.objects.get(HYPER_NODE_RESOURCE.plural) or ()
-        layout.derived[memo_key] = tier_grouping_by(topology.key, hyper_nodes, layout.node_labels)
-    tier = layout.derived[memo_key]
+    tier = (
+        layout.derive(HYPER_NODE_RESOURCE.plural, topology.key, tier_grouping_by)
+        if layout
+        else None
+    )
     return tier if isinstance(tier, int) else None
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -13,17 +13,33 @@ STANDARD_OPERATOR_ACCOUNT: Final = f"{c.OPERATOR_NAME}/{c.OPERATOR_NAME}"
 """The account the standard install runs the operator as, as NAMESPACE/NAME."""
 
 
+NodeLabels = Mapping[str, Mapping[str, str]]
+"""Node name -> its labels."""
+
+
 @dataclass(frozen=True)
 class ClusterLayout:
     """How the cluster's nodes are grouped, for a gang scheduler whose objects name its groups
     (``gang.WithClusterLayout``): the nodes' labels by node name, and the objects of the
     strategy's ``layout_resources`` by plural."""
 
-    node_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    node_labels: NodeLabels = field(default_factory=dict)
     objects: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     # What a strategy derives from this layout, kept with it: the operator hands every sync the
     # same layout until it changes, so each answer is worked out once per change.
     derived: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def derive(
+        self,
+        plural: str,
+        label: str,
+        work_out: Callable[[str, Sequence[Mapping[str, Any]], NodeLabels], object],
+    ) -> object:
+        """``work_out(label, the objects of plural, the nodes' labels)``, worked out once."""
+        key = (plural, label)
+        if key not in self.derived:
+            self.derived[key] = work_out(label, self.objects.get(plural) or (), self.node_labels)
+        return self.derived[key]
 
 
 @dataclass(frozen=True)

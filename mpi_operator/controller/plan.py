@@ -561,7 +561,8 @@ class _Sync:
         return True
 
     def _announce_layout_notice(self) -> None:
-        """With each write of the gang's objects: what of the job's domain they leave out."""
+        """With each write of the gang's objects (without any: each sync creating workers):
+        what of the job's domain they leave out."""
         layout = cluster_layout_of(self.ctx.gang)
         notice = layout.layout_notice(self.job, self.ctx.facts) if layout else None
         if notice is not None:
@@ -677,16 +678,21 @@ class _Sync:
                 self._write("delete", POD.plural, name, batch=WORKER_PODS)
                 self.withdrawn.add(name)
         workers: list[dict[str, Any]] = []
+        created_any = False
         for index, name in enumerate(wanted):
             found = existing.get(name) or self.view.get(POD.plural, self.ns, name)
             if found is None:
                 created = new_worker_pod(self.job, index, self.ctx.facts, self.ctx.gang)
                 self._write("create", POD.plural, name, created, batch=WORKER_PODS)
                 workers.append(created)
+                created_any = True
                 continue
             if not self._owned(found, POD.plural):
                 return None
             workers.append(found)
+        if created_any and gang_objects_of(self.ctx.gang) is None:
+            # The layout shapes the workers themselves when the gang has no objects of its own.
+            self._announce_layout_notice()
         return workers
 
     def _replace_failed_workers(

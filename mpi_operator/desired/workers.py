@@ -37,7 +37,9 @@ def new_worker_pod(
         container, "env", {"name": pod_templates.ROLE_ENV, "value": c.ROLE_WORKER}
     )
     transport.decorate(template, job, c.WORKER, facts)
-    pod = place_worker(gang, pod_templates.owned_pod_template(template, job, gang), job, index)
+    pod = place_worker(
+        gang, pod_templates.owned_pod_template(template, job, gang), job, index, facts
+    )
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
-from gang import GangScheduler, cluster_inputs_of, gang_kinds_of, select_gang_scheduler
+from gang import GangScheduler, cluster_inputs_of, select_gang_scheduler
 from mpi_operator.operator.caches import (
     Caches,
     build_caches,
@@ -32,6 +32,7 @@ from mpi_operator.operator.options import Options
 from mpi_operator.operator.served import (
     ServedGang,
     ask_served,
+    asks_served,
     describe_unserved,
     watch_served,
 )
@@ -77,9 +78,10 @@ class Operator:
 
     def run(self, stop: threading.Event) -> None:
         """Lead until ``stop``: caches built for the kinds the API server serves, built again
-        whenever that changes (a gang scheduler's CRD installed or removed)."""
+        whenever that changes (a gang scheduler's CRD installed or removed, its layout kinds'
+        included)."""
         options, client = self.options, self.client
-        if not gang_kinds_of(self.gang):
+        if not asks_served(self.gang):
             self._run_caches(stop, ServedGang(self.gang, ()))
             return
         while not stop.is_set():

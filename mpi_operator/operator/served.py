@@ -78,6 +78,12 @@ def ask_served(client: Client, namespace: str, gang: GangScheduler | None) -> Se
     return ServedGang(in_served_versions(gang, versions), tuple(missing), served_layout)
 
 
+def asks_served(gang: GangScheduler | None) -> bool:
+    """Whether the strategy has kinds whose being served is asked at all: its gang kinds or
+    its layout kinds (the API server then answers every ``RECHECK_INTERVAL``)."""
+    return bool(gang_kinds_of(gang)) or cluster_layout_of(gang) is not None
+
+
 def _served_version(client: Client, namespace: str, kind: GangKind) -> str | None:
     fallbacks = kind.fallback_versions if isinstance(kind, GangResource) else ()
     for version in (kind.version, *fallbacks):

@@ -1,18 +1,21 @@
-"""schedulingPolicy.topology with the default scheduler, coscheduling and Volcano: kwok nodes
-labelled 2 blocks x 2 racks x 4 nodes; a 6-worker job's workers land in one rack when
-Required, spread when Preferred cannot keep them together, and the hostfile lists each rack's
-workers together. With Volcano's HyperNodes for the racks, the PodGroup names their tier; on
-Kubernetes' own PodGroup (1.37) a Required rack is the PodGroup's scheduling constraint."""
+"""schedulingPolicy.topology with the default scheduler, coscheduling, Volcano, Koordinator and
+Kubernetes' own PodGroup: kwok nodes labelled 2 blocks x 2 racks x 4 nodes; a 6-worker job's
+workers land in one rack when Required, spread when Preferred cannot keep them together, and
+the hostfile lists each rack's workers together. With Volcano's HyperNodes for the racks, the
+PodGroup names their tier; with Koordinator's ClusterNetworkTopology layer of racks, the
+workers' network-topology-spec names the layer; on Kubernetes' own PodGroup (1.37) a Required
+rack is the PodGroup's scheduling constraint."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from .clusters import COSCHEDULING, NATIVE, SIM, VOLCANO, E2ECluster, wait_until
+from .clusters import COSCHEDULING, KOORDINATOR, NATIVE, SIM, VOLCANO, E2ECluster, wait_until
 from .operator import (
     condition,
     create_mpijob,
@@ -35,7 +38,7 @@ BLOCK = "e2e.example/block"
 POOL = "e2e.example/topology-pool"
 
 
-@pytest.fixture(scope="module", params=["default", COSCHEDULING, VOLCANO, NATIVE])
+@pytest.fixture(scope="module", params=["default", COSCHEDULING, VOLCANO, KOORDINATOR, NATIVE])
 def cluster(
     request: pytest.FixtureRequest,
     local_cluster: Callable[[str], E2ECluster],
@@ -326,3 +329,120 @@ def test_native_pod_group_of_a_preferred_rack_has_no_constraint(
         lambda: placed_workers(cluster, namespace, "rack-no-constraint"), 120, message="six"
     )
     assert len(placed) == 6
+
+
+# -- Koordinator's ClusterNetworkTopology --------------------------------------------------------
+
+CLUSTER_NETWORK_TOPOLOGIES = ("scheduling.koordinator.sh", "v1alpha1", "clusternetworktopologies")
+RACK_LAYER = "RackLayer"
+SPEC_ANNOTATION = "gang.scheduling.koordinator.sh/network-topology-spec"
+
+
+def rack_layer_built(cluster: E2ECluster, racks: dict[str, str]) -> bool:
+    """Whether koord-scheduler's status of the topology counts every node of each rack as the
+    API server lists them now: its tree (rebuilt every 10 seconds) holds this test's nodes."""
+    topology: dict[str, Any] = cluster.custom.get_cluster_custom_object(  # type: ignore[assignment]
+        *CLUSTER_NETWORK_TOPOLOGIES, "default"
+    )
+    details = (topology.get("status") or {}).get("detailStatus") or []
+    counted = {
+        d["topologyInfo"]["topologyName"]: d.get("nodeNum", 0)
+        for d in details
+        if d["topologyInfo"]["topologyLayer"] == RACK_LAYER
+    }
+    for rack in set(racks.values()):
+        listed = cluster.core.list_node(label_selector=f"{RACK}={rack}").items
+        if counted.get(rack) != len(listed):
+            return False
+    return True
+
+
+@pytest.fixture
+def rack_layer(cluster: E2ECluster, racks: dict[str, str]) -> Iterator[str]:
+    """Koordinator's ClusterNetworkTopology ``default``: a layer of racks above the nodes,
+    deleted after the test; yielded once koord-scheduler has built it with this test's
+    nodes."""
+    if cluster.flavour != "koordinator":
+        pytest.skip("the ClusterNetworkTopology is Koordinator's")
+    body = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "ClusterNetworkTopology",
+        "metadata": {"name": "default"},
+        "spec": {
+            "networkTopologySpec": [
+                {"topologyLayer": RACK_LAYER, "labelKey": [RACK]},
+                {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": RACK_LAYER},
+            ]
+        },
+    }
+    cluster.custom.create_cluster_custom_object(*CLUSTER_NETWORK_TOPOLOGIES, body)
+    try:
+        wait_until(lambda: rack_layer_built(cluster, racks), 60, message="the rack layer built")
+        # The operator's cache of the object catches up with the status just read.
+        settle(2)
+        yield RACK_LAYER
+    finally:
+        cluster.custom.delete_cluster_custom_object(*CLUSTER_NETWORK_TOPOLOGIES, "default")
+
+
+def gather_rules(cluster: E2ECluster, ns: str, name: str) -> list[Any]:
+    """Each worker's network-topology-spec, decoded; None where it has none."""
+    pods = pods_of(cluster, ns, name, role="worker")
+    specs = [(p.metadata.annotations or {}).get(SPEC_ANNOTATION) for p in pods]
+    return [json.loads(spec) if spec is not None else None for spec in specs]
+
+
+def gather(layer: str, strategy: str) -> dict[str, Any]:
+    return {"gatherStrategy": [{"layer": layer, "strategy": strategy}]}
+
+
+@pytest.mark.parametrize(
+    ("mode", "worker_cpu", "strategy"),
+    # Preferred: one 5-cpu worker per 8-cpu node, six workers need six nodes, a rack has four.
+    [("Required", "1", "MustGather"), ("Preferred", "5", "PreferGather")],
+)
+def test_koordinator_workers_carry_the_rack_layers_gather_rule(
+    cluster: E2ECluster,
+    namespace: str,
+    racks: dict[str, str],
+    rack_layer: str,
+    mode: str,
+    worker_cpu: str,
+    strategy: str,
+) -> None:
+    name = f"rack-layer-{mode.lower()}"
+    job = topology_job(name, next(iter(racks)).split("-")[1], mode, worker_cpu=worker_cpu)
+    worker_racks, hostfile_racks = run_and_read(cluster, namespace, job, racks)
+    events = cluster.events_for(namespace, name)
+    assert [e["message"] for e in events if e["reason"] == "NoNetworkTopologyLayer"] == []
+    assert gather_rules(cluster, namespace, name) == [gather(rack_layer, strategy)] * 6
+    if mode == "Preferred":
+        assert len(set(worker_racks)) > 1 and contiguous(hostfile_racks), hostfile_racks
+        return
+    assert len(set(worker_racks)) == 1, worker_racks
+    # The rule, not the affinity alone, placed them: koord-scheduler plans a gang with a rule
+    # into the smallest domain that holds it, and one 8-cpu node holds six 1-cpu workers.
+    placed = placed_workers(cluster, namespace, name)
+    assert placed is not None and len(set(placed.values())) == 1, placed
+
+
+def test_koordinator_without_a_layer_for_the_label_says_so_and_keeps_the_affinity(
+    cluster: E2ECluster, namespace: str, racks: dict[str, str], rack_layer: str
+) -> None:
+    pool = next(iter(racks)).split("-")[1]
+    # The topology has a layer of racks only: none groups the nodes by block.
+    job = topology_job("block-no-layer", pool, "Required", worker_cpu="1")
+    job["spec"]["runPolicy"]["schedulingPolicy"]["topology"]["key"] = BLOCK
+    create_mpijob(cluster, namespace, job)
+
+    def warned() -> dict[str, Any] | None:
+        events = cluster.events_for(namespace, "block-no-layer")
+        return next((e for e in events if e["reason"] == "NoNetworkTopologyLayer"), None)
+
+    event = wait_until(warned, 60, message="the NoNetworkTopologyLayer event")
+    assert event["type"] == "Warning" and f'"{BLOCK}"' in event["message"]
+    placed = wait_until(
+        lambda: placed_workers(cluster, namespace, "block-no-layer"), 120, message="six workers"
+    )
+    assert gather_rules(cluster, namespace, "block-no-layer") == [None] * 6
+    assert len({racks[node].split("-")[0] for node in placed.values()}) == 1, placed

@@ -216,6 +216,8 @@ GANG_SCHEDULERS = (*gang_scheduling_values(), "my-scheduler")
 READ_ACROSS_NAMESPACES_ONLY = {
     ("topology.volcano.sh", "hypernodes", "list"),
     ("topology.volcano.sh", "hypernodes", "watch"),
+    ("scheduling.koordinator.sh", "clusternetworktopologies", "list"),
+    ("scheduling.koordinator.sh", "clusternetworktopologies", "watch"),
 }
 
 

@@ -16,6 +16,7 @@ import gang
 from gang import WithTopology, select_gang_scheduler
 from mpi_operator import sdk
 from mpi_operator.api import constants as c
+from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.api.defaults import DefaultedMPIJob
 from mpi_operator.api.topology import JobTopology
 from mpi_operator.testing.wrappers import MPIJobWrapper
@@ -121,7 +122,12 @@ class DomainScheduler(BadgeScheduler):
     """The fourth scheduler's test strategy, reading the domain from two pod annotations."""
 
     def keep_in_domain(
-        self, worker: dict[str, Any], job: DefaultedMPIJob, topology: JobTopology, index: int
+        self,
+        worker: dict[str, Any],
+        job: DefaultedMPIJob,
+        topology: JobTopology,
+        index: int,
+        facts: ClusterFacts,
     ) -> dict[str, Any]:
         placed = copy.deepcopy(worker)
         placed["metadata"].setdefault("annotations", {}).update(

@@ -47,9 +47,26 @@ def test_serves_plain_http_on_loopback_only() -> None:
 
 def test_crds_are_read_from_the_build_cache() -> None:
     paths = koordinator.crd_paths(Path("/cache/koordinator/v1.7.0"))
-    assert [p.parent for p in paths] == [Path("/cache/koordinator/v1.7.0/crd")] * 3
+    assert [p.parent for p in paths] == [Path("/cache/koordinator/v1.7.0/crd")] * 4
     assert {p.name for p in paths} == {
         "scheduling.sigs.k8s.io_podgroups.yaml",
         "scheduling.koordinator.sh_reservations.yaml",
         "scheduling.koordinator.sh_devices.yaml",
+        "scheduling.koordinator.sh_clusternetworktopologies.yaml",
     }
+
+
+def test_gangs_are_placed_in_the_network_topology_layer_they_name() -> None:
+    # Both off by default in v1.7.0: the plugin's FindOneNode, and the tree it reads.
+    assert PROFILE["pluginConfig"] == [
+        {
+            "name": "Coscheduling",
+            "args": {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "CoschedulingArgs",
+                "awareNetworkTopology": True,
+            },
+        }
+    ]
+    argv = koordinator.command(Path("/bin/koord-scheduler"), Path("/c.yaml"), 4242)
+    assert "--enable-network-topology-manager=true" in argv

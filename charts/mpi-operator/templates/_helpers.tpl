@@ -150,12 +150,17 @@ coscheduling gang may fit. */}}
 {{- end -}}
 
 {{/* How the gang scheduler groups nodes (Volcano's HyperNodes name the tier of a job's network
-domain): read beside every node's labels, so only by an operator of every namespace. */}}
+domain, Koordinator's ClusterNetworkTopology its layer): read beside every node's labels, so
+only by an operator of every namespace. */}}
 {{- define "mpi-operator.gangLayoutRules" -}}
 {{- $strategy := include "mpi-operator.gangStrategy" . -}}
 {{- if eq $strategy "volcano" }}
 - apiGroups: [topology.volcano.sh]
   resources: [hypernodes]
+  verbs: [list, watch]
+{{- else if eq $strategy "koordinator" }}
+- apiGroups: [scheduling.koordinator.sh]
+  resources: [clusternetworktopologies]
   verbs: [list, watch]
 {{- end }}
 {{- end -}}

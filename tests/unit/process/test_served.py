@@ -5,8 +5,15 @@ from __future__ import annotations
 import threading
 
 from gang import GangKind, GangScheduler, gang_kinds_of, gang_resources_of, select_gang_scheduler
+from gang.koordinator import CLUSTER_NETWORK_TOPOLOGY_RESOURCE
 from gang.volcano import HYPER_NODE_RESOURCE
-from mpi_operator.operator.served import ServedGang, ask_served, describe_unserved, watch_served
+from mpi_operator.operator.served import (
+    ServedGang,
+    ask_served,
+    asks_served,
+    describe_unserved,
+    watch_served,
+)
 from mpi_operator.runtime.client import Client
 from tests.unit.runtime.scripted_server import FakeApiServer, Reply, page, status
 
@@ -72,11 +79,23 @@ def test_a_served_layout_kind_is_cached_by_an_operator_of_every_namespace_only(
     assert len(server.seen) == 5
 
 
-def test_without_gang_kinds_nothing_is_asked(api: tuple[FakeApiServer, Client]) -> None:
+def test_without_gang_kinds_only_the_layout_is_asked(api: tuple[FakeApiServer, Client]) -> None:
     server, client = api
-    assert unserved_kinds(client, "", select_gang_scheduler("koord-scheduler")) == ()
+    koordinator = select_gang_scheduler("koord-scheduler")
+    assert unserved_kinds(client, "ns", koordinator) == ()
     assert unserved_kinds(client, "", None) == ()
     assert server.seen == []
+    server.replies.extend(listed(1))
+    assert ask_served(client, "", koordinator).layout == (CLUSTER_NETWORK_TOPOLOGY_RESOURCE,)
+    assert [seen.path for seen in server.seen] == [
+        "/apis/scheduling.koordinator.sh/v1alpha1/clusternetworktopologies"
+    ]
+
+
+def test_a_strategy_with_gang_or_layout_kinds_is_asked_about_them_and_no_other() -> None:
+    assert asks_served(VOLCANO) and asks_served(select_gang_scheduler("koord-scheduler"))
+    assert asks_served(select_gang_scheduler("scheduler-plugins-scheduler"))
+    assert not asks_served(None)
 
 
 def test_the_log_line_names_the_crd_and_what_jobs_do_meanwhile() -> None:
