@@ -7,7 +7,7 @@ from typing import Any
 from gang import select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.operator.caches import build_caches, enqueue_gang_input_users, owning_mpijob_key
-from mpi_operator.operator.domains import node_labels_only
+from mpi_operator.operator.capacity import slim_node
 from mpi_operator.runtime.client import Client
 from mpi_operator.runtime.kubeconfig import Configuration
 from mpi_operator.testing.wrappers import MPIJobWrapper
@@ -126,7 +126,7 @@ def test_node_labels_are_cached_only_when_every_namespace_is_watched() -> None:
     assert caches.nodes is not None and caches.nodes in caches.started
     assert caches.view().node_labels("node-a1") is None
     caches.nodes.store.upsert(
-        node_labels_only(
+        slim_node(
             {
                 "metadata": {"name": "node-a1", "labels": {"rack": "a"}, "resourceVersion": "1"},
                 "status": {"allocatable": {"cpu": "8"}},
