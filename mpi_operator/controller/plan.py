@@ -696,11 +696,11 @@ class _Sync:
         self._set_domain_condition("False", c.REASON_NO_DOMAIN_FITS, message)
 
     def _set_domain_condition(self, status: str, reason: str, message: str) -> None:
-        """Set TopologyFits: a True one only over a condition already there; the same status
-        and reason with new counts change the message only."""
+        """Set TopologyFits: True only over a False one (a True one stays as it is); a False
+        one with new counts changes its message only."""
         conditions = self.status.get("conditions") or []
         current = find_condition(conditions, c.CONDITION_TOPOLOGY_FITS)
-        if current is None and status == "True":
+        if status == "True" and (current is None or current.get("status") == "True"):
             return
         if current is not None and (current.get("status"), current.get("reason")) == (
             status,
