@@ -6,11 +6,18 @@ from typing import Any
 
 from gang import select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.operator.caches import build_caches, enqueue_gang_input_users, owning_mpijob_key
+from mpi_operator.operator.caches import (
+    build_caches,
+    domain_waiting_jobs,
+    enqueue_gang_input_users,
+    owning_mpijob_key,
+)
 from mpi_operator.operator.capacity import slim_node
 from mpi_operator.runtime.client import Client
 from mpi_operator.runtime.kubeconfig import Configuration
 from mpi_operator.testing.wrappers import MPIJobWrapper
+
+COSCHEDULING = "scheduler-plugins-scheduler"
 
 
 def offline_client() -> Client:
@@ -134,6 +141,40 @@ def test_node_labels_are_cached_only_when_every_namespace_is_watched() -> None:
         )
     )
     assert caches.view().node_labels("node-a1") == {"rack": "a"}
+
+
+def test_one_copy_of_the_nodes_and_bound_pods_serves_the_room_and_the_nudge() -> None:
+    caches = build_caches(offline_client(), None, select_gang_scheduler(COSCHEDULING))
+    assert caches.nodes is caches.capacity["nodes"]
+    assert caches.bound_pods is caches.capacity["pods"]
+    assert len(caches.started) == len({id(informer) for informer in caches.started})
+    namespaced = build_caches(offline_client(), "ns", select_gang_scheduler(COSCHEDULING))
+    assert namespaced.capacity and namespaced.bound_pods is None
+    assert namespaced.view().cluster_load() is None
+
+
+def test_the_cluster_load_is_known_once_nodes_and_bound_pods_are_listed() -> None:
+    caches = build_caches(offline_client(), None, None)
+    assert caches.nodes is not None and caches.bound_pods is not None
+    assert not caches.capacity
+    assert caches.view().cluster_load() is None
+    caches.nodes.store.replace([labelled_node("n1", "a")], "1")
+    assert caches.view().cluster_load() is None
+    caches.bound_pods.store.replace([], "1")
+    load = caches.view().cluster_load()
+    assert load is not None and [n["metadata"]["name"] for n in load.nodes] == ["n1"]
+
+
+def test_jobs_waiting_for_a_domain_are_found_by_their_condition() -> None:
+    caches = build_caches(offline_client(), None, None)
+    waiting = MPIJobWrapper("waits").obj()
+    waiting["status"] = {"conditions": [{"type": "TopologyFits", "status": "False"}]}
+    fits = MPIJobWrapper("fits").obj()
+    fits["status"] = {"conditions": [{"type": "TopologyFits", "status": "True"}]}
+    for job in (waiting, fits):
+        job["metadata"]["resourceVersion"] = "1"
+        caches.mpijobs.store.upsert(job)
+    assert domain_waiting_jobs(caches) == ["ns/waits"]
 
 
 def test_volcano_queues_are_cached_and_read_through_the_view() -> None:
