@@ -13,8 +13,7 @@ true whenever it is said.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
@@ -37,11 +36,13 @@ def requests_of(pod_spec: Mapping[str, Any]) -> Amounts:
 
 
 @dataclass(frozen=True)
-class ClusterLoad:
-    """The nodes, and the pods bound to them that have not finished (``room_by_domain``)."""
+class NodeLoad:
+    """A node as the count reads it: the node (its labels, taints, ``unschedulable``), its
+    allocatable amounts, and what the pods bound to it hold (``PODS``: how many they are)."""
 
-    nodes: Sequence[Mapping[str, Any]]
-    bound_pods: Sequence[Mapping[str, Any]]
+    node: Mapping[str, Any]
+    allocatable: Amounts
+    used: Amounts
 
 
 @dataclass(frozen=True)
@@ -52,37 +53,46 @@ class BestDomain:
     room: int
 
 
+def hold(used: dict[str, Amounts], pod: Mapping[str, Any], sign: int) -> None:
+    """Add (``sign`` 1) or take back (-1) a bound pod's ``REQUESTS`` and itself to what its
+    node's pods hold; a node whose pods are all gone is forgotten."""
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name:
+        return
+    held = used.setdefault(node_name, {})
+    for name, amount in {**(pod.get(REQUESTS) or {}), PODS: Decimal(1)}.items():
+        held[name] = held.get(name, Decimal(0)) + sign * amount
+    if held[PODS] <= 0:
+        del used[node_name]
+
+
+def node_loads(
+    nodes: Iterable[Mapping[str, Any]], bound_pods: Iterable[Mapping[str, Any]]
+) -> list[NodeLoad]:
+    """The load of each node, from the pods bound to nodes that have not finished, each with
+    its node (``spec.nodeName``) and its ``REQUESTS``."""
+    used: dict[str, Amounts] = {}
+    for pod in bound_pods:
+        hold(used, pod, 1)
+    return [NodeLoad(node, allocatable_of(node), used.get(_name(node), {})) for node in nodes]
+
+
 def room_by_domain(
-    key: str,
-    worker: Mapping[str, Any],
-    nodes: Iterable[Mapping[str, Any]],
-    bound_pods: Iterable[Mapping[str, Any]],
+    key: str, worker: Mapping[str, Any], loads: Iterable[NodeLoad]
 ) -> dict[str, int]:
     """Per value of the node label ``key``: room for pods of the spec ``worker`` on the nodes
-    carrying it. ``bound_pods`` are pods bound to nodes and not finished, each with its node
-    (``spec.nodeName``) and its ``REQUESTS``."""
-    used: dict[str, Amounts] = defaultdict(dict)
-    for pod in bound_pods:
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name:
-            continue
-        held = used[node_name]
-        for name, amount in (pod.get(REQUESTS) or {}).items():
-            held[name] = held.get(name, Decimal(0)) + amount
-        held[PODS] = held.get(PODS, Decimal(0)) + 1
+    carrying it."""
     wanted = {name: amount for name, amount in requests_of(worker).items() if amount > 0}
     selector = worker.get("nodeSelector") or {}
     tolerations = [t for t in worker.get("tolerations") or [] if isinstance(t, Mapping)]
     rooms: dict[str, int] = {}
-    for node in nodes:
-        labels = (node.get("metadata") or {}).get("labels") or {}
+    for load in loads:
+        labels = (load.node.get("metadata") or {}).get("labels") or {}
         domain = labels.get(key)
         if domain is None:
             continue
-        takes = _takes_worker(node, labels, selector, tolerations)
-        name = (node.get("metadata") or {}).get("name", "")
-        room = _node_room(node, used.get(name, {}), wanted) if takes else 0
-        rooms[domain] = rooms.get(domain, 0) + room
+        takes = _takes_worker(load.node, labels, selector, tolerations)
+        rooms[domain] = rooms.get(domain, 0) + (_node_room(load, wanted) if takes else 0)
     return rooms
 
 
@@ -126,14 +136,18 @@ def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     return bool(key) and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
-def _node_room(node: Mapping[str, Any], used: Amounts, wanted: Amounts) -> int:
-    allocatable = allocatable_of(node)
+def _node_room(load: NodeLoad, wanted: Amounts) -> int:
+    allocatable, used = load.allocatable, load.used
     # Without a pod count a node takes no pod, as kube-scheduler reads it.
     room = int(allocatable.get(PODS, Decimal(0)) - used.get(PODS, Decimal(0)))
     for name, request in wanted.items():
         free = allocatable.get(name, Decimal(0)) - used.get(name, Decimal(0))
         room = min(room, int(free // request) if free > 0 else 0)
     return max(room, 0)
+
+
+def _name(node: Mapping[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name", ""))
 
 
 def allocatable_of(node: Mapping[str, Any]) -> Amounts:

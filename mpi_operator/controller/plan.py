@@ -47,7 +47,7 @@ from mpi_operator.controller.conditions import (
     set_condition,
     state_last,
 )
-from mpi_operator.controller.domain_room import ClusterLoad, room_by_domain, roomiest
+from mpi_operator.controller.domain_room import NodeLoad, room_by_domain, roomiest
 from mpi_operator.controller.failures import (
     WorkerFailures,
     backoff_limit,
@@ -174,8 +174,8 @@ class ClusterView(Protocol):
         """A node's labels; None when the node is not known."""
         ...
 
-    def cluster_load(self) -> ClusterLoad | None:
-        """The nodes and the pods bound to them; None when not known."""
+    def node_loads(self) -> Sequence[NodeLoad] | None:
+        """Each node with what the pods bound to it hold; None when not known."""
         ...
 
 
@@ -674,11 +674,11 @@ class _Sync:
             message = f"the {wanted} workers are placed in one {quoted(topology.key)}"
             self._set_domain_condition("True", c.REASON_WORKERS_PLACED, message)
             return
-        load = self.view.cluster_load() if bound == 0 else None
-        if load is None:
+        loads = self.view.node_loads() if bound == 0 else None
+        if loads is None:
             return
         worker = new_worker_pod(self.job, 0, self.ctx.facts, None)["spec"]
-        best = roomiest(room_by_domain(topology.key, worker, load.nodes, load.bound_pods))
+        best = roomiest(room_by_domain(topology.key, worker, loads))
         kind = topology.key.rpartition("/")[2]
         if best is not None and best.room >= wanted:
             message = (

@@ -26,9 +26,14 @@ from gang import (
 )
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.controller.domain_room import ClusterLoad
+from mpi_operator.controller.domain_room import NodeLoad
 from mpi_operator.desired.kinds import CHILD_KINDS, JOB, POD
-from mpi_operator.operator.capacity import WAITING, capacity_informers, index_waiting
+from mpi_operator.operator.capacity import (
+    WAITING,
+    NodeLoadCache,
+    capacity_informers,
+    index_waiting,
+)
 from mpi_operator.operator.layout import LayoutCache, layout_informer
 from mpi_operator.operator.mpijobs import MPIJOBS
 from mpi_operator.runtime.client import NODES, PODS, PRIORITY_CLASSES, Client, Resource
@@ -100,6 +105,8 @@ class Caches:
     # informers as the capacity watch's when there is one; not waited for either.
     nodes: Informer | None = None
     bound_pods: Informer | None = None
+    # The nodes' loads from those two, when both are cached.
+    loads: NodeLoadCache | None = None
     # The strategy's layout kinds (Volcano's HyperNodes) with the nodes' labels: optional, not
     # waited for either.
     layout: LayoutCache = field(default_factory=lambda: LayoutCache(None, {}))
@@ -202,8 +209,17 @@ def build_caches(
         if nodes is not None and cluster_layout_of(served_gang) is not None
     }
     layout = LayoutCache(nodes, layout_kinds)
+    loads = NodeLoadCache(nodes, bound_pods) if nodes and bound_pods else None
     return Caches(
-        mpijobs, children, priority_classes, gang_inputs, capacity, nodes, bound_pods, layout
+        mpijobs,
+        children,
+        priority_classes,
+        gang_inputs,
+        capacity,
+        nodes,
+        bound_pods,
+        loads,
+        layout,
     )
 
 
@@ -254,15 +270,11 @@ class CacheView:
         node = nodes.store.get(name) if nodes is not None else None
         return node["metadata"]["labels"] if node is not None else None
 
-    def cluster_load(self) -> ClusterLoad | None:
-        """The nodes and their bound pods; None unless both are known (every namespace
-        watched, listed, not refused)."""
-        nodes, pods = self._caches.nodes, self._caches.bound_pods
-        if nodes is None or pods is None:
-            return None
-        if any(informer.stopped or not informer.has_synced() for informer in (nodes, pods)):
-            return None
-        return ClusterLoad(nodes.store.list(), pods.store.list())
+    def node_loads(self) -> Sequence[NodeLoad] | None:
+        """Each node's load; None unless known (every namespace watched, both the nodes and
+        the bound pods listed, neither refused)."""
+        loads = self._caches.loads
+        return loads.current() if loads is not None else None
 
 
 def owning_mpijob_key(caches: Caches, obj: Object) -> str | None:

@@ -26,7 +26,10 @@ from mpi_operator.api import constants as c
 from mpi_operator.controller.domain_room import (
     BLOCKING_EFFECTS,
     REQUESTS,
+    Amounts,
+    NodeLoad,
     allocatable_of,
+    hold,
     requests_of,
 )
 from mpi_operator.runtime.client import NODES, PODS, Client
@@ -238,6 +241,53 @@ def capacity_informers(client: Client, namespace: str | None) -> dict[str, Infor
             transform=slim_pod,
         ),
     }
+
+
+class NodeLoadCache:
+    """Each node's load for the room count, kept as its informers change: what the bound pods
+    hold summed per node as they come and go, and each node's allocatable parsed once per
+    version of the node, so a count reads each node once and no pod."""
+
+    def __init__(self, nodes: Informer, bound_pods: Informer) -> None:
+        self._nodes, self._pods = nodes, bound_pods
+        self._lock = threading.Lock()
+        self._used: dict[str, Amounts] = {}
+        self._allocatable: dict[str, tuple[str, Amounts]] = {}
+        bound_pods.add_event_handler(self._bound, self._moved, self._gone)
+
+    def current(self) -> list[NodeLoad] | None:
+        """Every node's load; None until both informers have listed, or once one stopped."""
+        readers = (self._nodes, self._pods)
+        if any(informer.stopped or not informer.has_synced() for informer in readers):
+            return None
+        nodes = self._nodes.store.list()
+        with self._lock:
+            parsed = {}
+            for node in nodes:
+                meta = node["metadata"]
+                version = str(meta.get("resourceVersion", ""))
+                known = self._allocatable.get(meta["name"])
+                amounts = known[1] if known and known[0] == version else allocatable_of(node)
+                parsed[meta["name"]] = (version, amounts)
+            self._allocatable = parsed
+            loads = []
+            for node in nodes:
+                name = node["metadata"]["name"]
+                loads.append(NodeLoad(node, parsed[name][1], dict(self._used.get(name, {}))))
+            return loads
+
+    def _bound(self, pod: Object) -> None:
+        with self._lock:
+            hold(self._used, pod, 1)
+
+    def _moved(self, old: Object, new: Object) -> None:
+        with self._lock:
+            hold(self._used, old, -1)
+            hold(self._used, new, 1)
+
+    def _gone(self, pod: Object) -> None:
+        with self._lock:
+            hold(self._used, pod, -1)
 
 
 def watch_capacity(informers: Mapping[str, Informer], on_change: Callable[[Change], None]) -> None:

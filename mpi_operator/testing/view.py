@@ -9,7 +9,7 @@ from typing import Any
 from gang import cluster_inputs_of, every_strategy, gang_resources_of
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
-from mpi_operator.controller.domain_room import REQUESTS, ClusterLoad, requests_of
+from mpi_operator.controller.domain_room import REQUESTS, NodeLoad, node_loads, requests_of
 from mpi_operator.controller.plan import Action
 from mpi_operator.desired.kinds import CHILD_KINDS, POD
 
@@ -62,7 +62,7 @@ class MemoryView:
         node = self.objects.get(("nodes", "", name))
         return (node["metadata"].get("labels") or {}) if node is not None else None
 
-    def cluster_load(self) -> ClusterLoad | None:
+    def node_loads(self) -> Sequence[NodeLoad] | None:
         """The nodes added, and the pods bound to them that have not finished, as the
         operator keeps them; None without any node."""
         nodes = [obj for (resource, _, _), obj in self.objects.items() if resource == "nodes"]
@@ -75,7 +75,7 @@ class MemoryView:
             and (spec := obj.get("spec") or {}).get("nodeName")
             and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
-        return ClusterLoad(nodes, bound)
+        return node_loads(nodes, bound)
 
     def launcher_pods(self, launcher: dict[str, Any]) -> Sequence[dict[str, Any]]:
         uid = launcher["metadata"].get("uid")

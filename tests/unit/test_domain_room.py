@@ -10,6 +10,8 @@ import pytest
 from mpi_operator.controller.domain_room import (
     REQUESTS,
     BestDomain,
+    hold,
+    node_loads,
     room_by_domain,
     roomiest,
 )
@@ -158,7 +160,18 @@ def test_room_by_domain(
     pods: list[dict[str, Any]],
     rooms: dict[str, int],
 ) -> None:
-    assert room_by_domain(RACK, worker_spec, nodes, pods) == rooms
+    assert room_by_domain(RACK, worker_spec, node_loads(nodes, pods)) == rooms
+
+
+def test_pods_gone_give_their_share_back_and_an_idle_node_is_forgotten() -> None:
+    used: dict[str, dict[str, Decimal]] = {}
+    hold(used, bound("a1", "3"), 1)
+    hold(used, bound("a1", "2"), 1)
+    assert used == {"a1": {"cpu": Decimal(5), "pods": Decimal(2)}}
+    hold(used, bound("a1", "3"), -1)
+    assert used == {"a1": {"cpu": Decimal(2), "pods": Decimal(1)}}
+    hold(used, bound("a1", "2"), -1)
+    assert used == {}
 
 
 def test_the_roomiest_domain_is_the_first_by_name_on_a_tie() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from gang import select_gang_scheduler
@@ -12,7 +13,7 @@ from mpi_operator.operator.caches import (
     enqueue_gang_input_users,
     owning_mpijob_key,
 )
-from mpi_operator.operator.capacity import slim_node
+from mpi_operator.operator.capacity import NodeLoadCache, slim_node, slim_pod
 from mpi_operator.runtime.client import Client
 from mpi_operator.runtime.kubeconfig import Configuration
 from mpi_operator.testing.wrappers import MPIJobWrapper
@@ -150,19 +151,30 @@ def test_one_copy_of_the_nodes_and_bound_pods_serves_the_room_and_the_nudge() ->
     assert len(caches.started) == len({id(informer) for informer in caches.started})
     namespaced = build_caches(offline_client(), "ns", select_gang_scheduler(COSCHEDULING))
     assert namespaced.capacity and namespaced.bound_pods is None
-    assert namespaced.view().cluster_load() is None
+    assert namespaced.view().node_loads() is None
 
 
-def test_the_cluster_load_is_known_once_nodes_and_bound_pods_are_listed() -> None:
+def test_node_loads_are_known_once_listed_and_hold_the_bound_pods() -> None:
     caches = build_caches(offline_client(), None, None)
-    assert caches.nodes is not None and caches.bound_pods is not None
-    assert not caches.capacity
-    assert caches.view().cluster_load() is None
-    caches.nodes.store.replace([labelled_node("n1", "a")], "1")
-    assert caches.view().cluster_load() is None
-    caches.bound_pods.store.replace([], "1")
-    load = caches.view().cluster_load()
-    assert load is not None and [n["metadata"]["name"] for n in load.nodes] == ["n1"]
+    nodes, pods = caches.nodes, caches.bound_pods
+    assert nodes is not None and pods is not None and not caches.capacity
+    assert caches.view().node_loads() is None
+    nodes.store.replace([slim_node(labelled_node("n1", "a"))], "1")
+    assert caches.view().node_loads() is None
+    bound = {
+        "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "1"},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"limits": {"cpu": "2"}}}],
+        },
+    }
+    pods.store.replace([slim_pod(bound)], "1")
+    # A handler added now is told of every cached pod, as the informer's first list would.
+    loads = NodeLoadCache(nodes, pods).current()
+    assert loads is not None
+    assert [(load.node["metadata"]["name"], load.used) for load in loads] == [
+        ("n1", {"cpu": Decimal(2), "pods": Decimal(1)})
+    ]
 
 
 def test_jobs_waiting_for_a_domain_are_found_by_their_condition() -> None:
