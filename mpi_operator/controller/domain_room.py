@@ -8,7 +8,8 @@ whole, and as its pod count allows. A domain's room is the sum over its nodes.
 
 The count reads neither node affinity nor pod (anti-)affinity, nor what a scheduler reserves
 for itself: it is at least the room the scheduler finds, so "no domain can hold the job" is
-true whenever it is said.
+true whenever it is said, unless the scheduler makes room by preempting pods of a lower
+priority.
 """
 
 from __future__ import annotations
