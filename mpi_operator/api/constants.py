@@ -124,6 +124,12 @@ JOB_STATE_CONDITIONS: Final = (
 )
 # Ours, not upstream's: whether the gang scheduler has placed the job's pod group.
 CONDITION_GANG_SCHEDULED: Final = "GangScheduled"
+# Ours: whether a domain of a job's required network topology has room for its workers, from
+# the cluster's nodes (controller.domain_room), while the job waits for one.
+CONDITION_TOPOLOGY_FITS: Final = "TopologyFits"
+REASON_NO_DOMAIN_FITS: Final = "NoDomainFits"
+REASON_DOMAIN_FITS: Final = "DomainFits"
+REASON_WORKERS_PLACED: Final = "WorkersPlaced"
 
 # schedulingPolicy.topology.mode: the gang waits for one domain, or prefers one.
 TOPOLOGY_REQUIRED: Final = "Required"

@@ -47,6 +47,7 @@ from mpi_operator.controller.conditions import (
     set_condition,
     state_last,
 )
+from mpi_operator.controller.domain_room import NodeLoad, room_by_domain, roomiest
 from mpi_operator.controller.failures import (
     WorkerFailures,
     backoff_limit,
@@ -94,7 +95,7 @@ from mpi_operator.desired.transports.ssh import (
     new_ssh_secret,
 )
 from mpi_operator.desired.workers import new_worker_pod
-from mpi_operator.field_errors import FieldError
+from mpi_operator.field_errors import FieldError, quoted
 
 # Writes that do not depend on each other (see Action.batch). The Service, ConfigMap and
 # Secret are independent; each worker pod needs only the Secret and the gang's objects before it.
@@ -171,6 +172,10 @@ class ClusterView(Protocol):
 
     def node_labels(self, name: str) -> Mapping[str, str] | None:
         """A node's labels; None when the node is not known."""
+        ...
+
+    def node_loads(self) -> Sequence[NodeLoad] | None:
+        """Each node with what the pods bound to it hold; None when not known."""
         ...
 
 
@@ -274,6 +279,8 @@ class _Sync:
         self.status = outcome.status
         if self.ctx.gang is not None and not self.suspended:
             self._observe_gang(self.ctx.gang, placed_only=done)
+        if not self.suspended and not done:
+            self._judge_domain_room()
         if launcher is not None:
             self.plan.launcher_name = names.launcher_name(self.job)
         hold = worker_counts_hold(self.original_status, self.status, seen, self.ctx.now)
@@ -652,6 +659,67 @@ class _Sync:
         missing = {crd_missing_reason(kind) for kind in gang_kinds_of(gang)}
         if condition is not None and condition.get("reason") in missing:
             remove_condition(conditions, c.CONDITION_GANG_SCHEDULED)
+
+    def _judge_domain_room(self) -> None:
+        """Whether a domain of the job's required topology has room for its workers, as the
+        TopologyFits condition: set False while none has, turned True once one has or the
+        workers are placed, and only for a job that waited. Counted only while none of the
+        workers is bound (the room then left is the whole job's); a job some of whose
+        workers are bound keeps its condition until all are."""
+        topology = job_topology(self.job)
+        if topology is None or not topology.required or not self.workers:
+            return
+        wanted = len(self.workers)
+        bound = sum(1 for pod in self.workers if (pod.get("spec") or {}).get("nodeName"))
+        if bound == wanted:
+            message = f"the {wanted} workers are placed in one {quoted(topology.key)}"
+            self._set_domain_condition("True", c.REASON_WORKERS_PLACED, message)
+            return
+        loads = self.view.node_loads() if bound == 0 else None
+        if loads is None:
+            return
+        worker = new_worker_pod(self.job, 0, self.ctx.facts, None)["spec"]
+        best = roomiest(room_by_domain(topology.key, worker, loads))
+        kind = topology.key.rpartition("/")[2]
+        if best is not None and best.room >= wanted:
+            message = (
+                f"{kind} {quoted(best.domain)} of {quoted(topology.key)} has room for the "
+                f"{wanted} workers"
+            )
+            self._set_domain_condition("True", c.REASON_DOMAIN_FITS, message)
+            return
+        needs = f"needs {wanted} workers in one {quoted(topology.key)}"
+        if best is None:
+            message = f"{needs}; no node has that label"
+        else:
+            most = f"the most any has room for is {best.room} ({kind} {quoted(best.domain)})"
+            message = f"{needs}; {most}"
+        self._set_domain_condition("False", c.REASON_NO_DOMAIN_FITS, message)
+
+    def _set_domain_condition(self, status: str, reason: str, message: str) -> None:
+        """Set TopologyFits: True only over a False one (a True one stays as it is); a False
+        one with new counts changes its message only."""
+        conditions = self.status.get("conditions") or []
+        current = find_condition(conditions, c.CONDITION_TOPOLOGY_FITS)
+        if status == "True" and (current is None or current.get("status") == "True"):
+            return
+        if current is not None and (current.get("status"), current.get("reason")) == (
+            status,
+            reason,
+        ):
+            if current.get("message") != message:
+                current["message"] = message
+                current["lastUpdateTime"] = self.ctx.now
+            return
+        set_condition(
+            self.status.setdefault("conditions", []),
+            c.CONDITION_TOPOLOGY_FITS,
+            status,
+            reason,
+            message,
+            self.ctx.now,
+        )
+        self.plan.events.append(Event(WARNING if status == "False" else NORMAL, reason, message))
 
     def _cluster_object(self, plural: str, name: str) -> dict[str, Any] | None:
         return self.view.get(plural, "", name)

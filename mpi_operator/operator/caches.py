@@ -26,14 +26,19 @@ from gang import (
 )
 from mpi_operator.api import constants as c
 from mpi_operator.api.cluster import ClusterFacts
+from mpi_operator.controller.domain_room import NodeLoad
 from mpi_operator.desired.kinds import CHILD_KINDS, JOB, POD
-from mpi_operator.operator.capacity import WAITING, capacity_informers, index_waiting
-from mpi_operator.operator.domains import node_labels_informer
+from mpi_operator.operator.capacity import (
+    WAITING,
+    NodeLoadCache,
+    capacity_informers,
+    index_waiting,
+)
 from mpi_operator.operator.layout import LayoutCache, layout_informer
 from mpi_operator.operator.mpijobs import MPIJOBS
-from mpi_operator.runtime.client import PRIORITY_CLASSES, Client, Resource
+from mpi_operator.runtime.client import NODES, PODS, PRIORITY_CLASSES, Client, Resource
 from mpi_operator.runtime.informer import Informer
-from mpi_operator.runtime.objects import Object, controller_ref, make_key
+from mpi_operator.runtime.objects import Object, controller_ref, make_key, object_key
 from mpi_operator.runtime.reflector import chain_transforms, strip_managed_fields
 from mpi_operator.runtime.store import (
     INDEX_CONTROLLER_UID,
@@ -50,6 +55,8 @@ INDEX_JOB_NAME: Final = "job-name"
 INDEX_GANG_INPUT: Final = "gang-input"
 # Gang objects of gangs not placed yet, under capacity.WAITING (when the strategy nudges).
 INDEX_GANG_WAITING: Final = "gang-waiting"
+# MPIJobs whose TopologyFits condition is False, under capacity.WAITING.
+INDEX_DOMAIN_WAITING: Final = "domain-waiting"
 GLOBAL_DEFAULT_PRIORITY: Final = "globalDefault"
 
 
@@ -93,9 +100,13 @@ class Caches:
     # Nodes and bound pods, when the strategy nudges its scheduler as capacity appears: event
     # sources only, started and stopped with the rest but not waited for (RBAC may refuse them).
     capacity: dict[str, Informer] = field(default_factory=dict)
-    # The nodes' labels, for the hostfile's topology order: like the capacity watch, started
-    # and stopped with the rest but not waited for.
+    # When every namespace is watched: the nodes (labels, allocatable, taints) and the pods
+    # bound to them, for the hostfile's topology order and each domain's room. The same
+    # informers as the capacity watch's when there is one; not waited for either.
     nodes: Informer | None = None
+    bound_pods: Informer | None = None
+    # The nodes' loads from those two, when both are cached.
+    loads: NodeLoadCache | None = None
     # The strategy's layout kinds (Volcano's HyperNodes) with the nodes' labels: optional, not
     # waited for either.
     layout: LayoutCache = field(default_factory=lambda: LayoutCache(None, {}))
@@ -108,8 +119,10 @@ class Caches:
     @property
     def started(self) -> list[Informer]:
         """What the operator starts and stops: ``all`` (waited for) and the capacity watch."""
-        nodes = [self.nodes] if self.nodes else []
-        return [*self.all, *self.capacity.values(), *nodes, *self.layout.informers]
+        cluster = [i for i in (self.nodes, self.bound_pods) if i is not None]
+        shared = [*self.capacity.values(), *cluster]
+        unique = list({id(informer): informer for informer in shared}.values())
+        return [*self.all, *unique, *self.layout.informers]
 
     def view(self) -> CacheView:
         return CacheView(self)
@@ -180,17 +193,50 @@ def build_caches(
     if inputs is not None:
         for watched in inputs.watched_resources:
             gang_inputs[watched.plural] = Informer.for_resource(client, resource_of(watched))
-    capacity = capacity_informers(client, scope) if nudger is not None else {}
-    mpijobs = Informer.for_resource(client, MPIJOBS, namespace=scope)
-    # Nodes are cluster-scoped: an operator watching one namespace holds Roles there only.
-    nodes = node_labels_informer(client) if scope is None else None
+    # Nodes are cluster-scoped: an operator watching one namespace holds Roles there only, and
+    # its pods are not all that holds the nodes' resources.
+    every_namespace = scope is None
+    cluster = capacity_informers(client, scope) if every_namespace or nudger is not None else {}
+    capacity = cluster if nudger is not None else {}
+    nodes = cluster.get(NODES.plural) if every_namespace else None
+    bound_pods = cluster.get(PODS.plural) if every_namespace else None
+    mpijobs = Informer.for_resource(
+        client, MPIJOBS, namespace=scope, indexers={INDEX_DOMAIN_WAITING: _index_domain_waiting}
+    )
     layout_kinds = {
         kind.plural: layout_informer(client, resource_of(kind))
         for kind in layout_served
         if nodes is not None and cluster_layout_of(served_gang) is not None
     }
     layout = LayoutCache(nodes, layout_kinds)
-    return Caches(mpijobs, children, priority_classes, gang_inputs, capacity, nodes, layout)
+    loads = NodeLoadCache(nodes, bound_pods) if nodes and bound_pods else None
+    return Caches(
+        mpijobs,
+        children,
+        priority_classes,
+        gang_inputs,
+        capacity,
+        nodes,
+        bound_pods,
+        loads,
+        layout,
+    )
+
+
+def _index_domain_waiting(job: Object) -> list[str]:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    waiting = any(
+        isinstance(cond, Mapping)
+        and cond.get("type") == c.CONDITION_TOPOLOGY_FITS
+        and cond.get("status") == "False"
+        for cond in conditions
+    )
+    return [WAITING] if waiting else []
+
+
+def domain_waiting_jobs(caches: Caches) -> list[str]:
+    """The keys of the jobs waiting for a topology domain with room for them."""
+    return [object_key(job) for job in caches.mpijobs.store.by_index(INDEX_DOMAIN_WAITING, WAITING)]
 
 
 class CacheView:
@@ -223,6 +269,12 @@ class CacheView:
         nodes = self._caches.nodes
         node = nodes.store.get(name) if nodes is not None else None
         return node["metadata"]["labels"] if node is not None else None
+
+    def node_loads(self) -> Sequence[NodeLoad] | None:
+        """Each node's load; None unless known (every namespace watched, both the nodes and
+        the bound pods listed, neither refused)."""
+        loads = self._caches.loads
+        return loads.current() if loads is not None else None
 
 
 def owning_mpijob_key(caches: Caches, obj: Object) -> str | None:

@@ -19,11 +19,19 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from gang import WithCapacityNudge
 from mpi_operator.api import constants as c
-from mpi_operator.quantity import InvalidQuantityError, Quantity
+from mpi_operator.controller.domain_room import (
+    BLOCKING_EFFECTS,
+    REQUESTS,
+    Amounts,
+    NodeLoad,
+    allocatable_of,
+    hold,
+    requests_of,
+)
 from mpi_operator.runtime.client import NODES, PODS, Client
 from mpi_operator.runtime.clock import REAL_CLOCK, Clock
 from mpi_operator.runtime.informer import Informer
@@ -36,32 +44,37 @@ log = logging.getLogger(__name__)
 WAITING: Final = "waiting"
 NUDGE_QUIET: Final = 1.0
 NUDGE_INTERVAL: Final = 5.0
+NODES_INFORMER: Final = "nodes"
+BOUND_PODS_INFORMER: Final = "bound-pods"
 # Pods that hold a node's resources: bound and not finished. A pod leaving this selection
 # (deleted, or finished) is a watch DELETED event.
 BOUND_PODS_SELECTOR: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
-# Taints that keep new pods off a node (the scheduler's TaintToleration filter).
-_BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
 
 
 def slim_node(node: Object) -> Object:
-    """A node as the capacity watch reads it: what decides whether new pods may land on it."""
+    """A node as the operator keeps it: its labels (the hostfile's topology order, the
+    layout) and what decides whether new pods may land on it and how many."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
+    kept = {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta}
     return {
-        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
+        "metadata": {**kept, "labels": meta.get("labels") or {}},
         "spec": {k: spec[k] for k in ("unschedulable", "taints") if k in spec},
         "status": {"allocatable": (node.get("status") or {}).get("allocatable") or {}},
     }
 
 
 def slim_pod(pod: Object) -> Object:
-    """A bound pod as the capacity watch keeps it: which one it is, and its node."""
+    """A bound pod as the operator keeps it: which one it is, its node, and what it holds
+    there (its effective requests)."""
     meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
     return {
         "metadata": {
             k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta
         },
-        "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+        "spec": {"nodeName": spec.get("nodeName")},
+        REQUESTS: requests_of(spec),
     }
 
 
@@ -76,8 +89,9 @@ class Change:
 
 def frees_capacity(change: Change) -> bool:
     """Whether pods that did not fit before may fit after ``change``: a node added that takes
-    pods, a node made schedulable, rid of a taint that kept pods off or grown in some
-    allocatable resource, or a pod gone from its node (deleted, or finished)."""
+    pods, a node made schedulable, relabelled (it may join a topology domain), rid of a taint
+    that kept pods off or grown in some allocatable resource, or a pod gone from its node
+    (deleted, or finished)."""
     if change.resource == PODS.plural:
         # Every pod of the watch is bound and unfinished: one leaving it frees its share.
         return change.new is None and change.old is not None
@@ -88,7 +102,11 @@ def frees_capacity(change: Change) -> bool:
         return True
     if _blocking_taints(change.new) < _blocking_taints(old):
         return True
-    before, after = _allocatable(old), _allocatable(change.new)
+    if (old.get("metadata") or {}).get("labels") != (change.new.get("metadata") or {}).get(
+        "labels"
+    ):
+        return True
+    before, after = allocatable_of(old), allocatable_of(change.new)
     return any(amount > before.get(name, 0) for name, amount in after.items())
 
 
@@ -100,18 +118,8 @@ def _blocking_taints(node: Object) -> set[tuple[str, str, str]]:
     return {
         (str(t.get("key")), str(t.get("value") or ""), str(t.get("effect")))
         for t in (node.get("spec") or {}).get("taints") or []
-        if isinstance(t, Mapping) and t.get("effect") in _BLOCKING_EFFECTS
+        if isinstance(t, Mapping) and t.get("effect") in BLOCKING_EFFECTS
     }
-
-
-def _allocatable(node: Object) -> dict[str, Any]:
-    amounts: dict[str, Any] = {}
-    for name, raw in ((node.get("status") or {}).get("allocatable") or {}).items():
-        try:
-            amounts[name] = Quantity.parse(raw).value
-        except InvalidQuantityError:
-            continue
-    return amounts
 
 
 def gangs_to_nudge(change: Change, waiting: Callable[[], Iterable[Object]]) -> list[str]:
@@ -204,27 +212,82 @@ class NudgeSchedule:
 
 
 def capacity_informers(client: Client, namespace: str | None) -> dict[str, Informer]:
-    """Informers of the nodes and of the bound pods (in the operator's watch scope: with
-    ``--namespace`` only that namespace's pods going away nudge). One that RBAC refuses says
-    so once and stops; gangs are then not nudged for its changes."""
+    """Informers of the nodes and of the bound pods, in the operator's watch scope. Over every
+    namespace they are the operator's one view of the nodes: their labels order hostfiles and
+    group Volcano's layout, and with the bound pods they give each domain's room (the
+    TopologyFits condition) and nudge waiting gangs. With ``--namespace`` they only nudge,
+    and only that namespace's pods going away do. One that RBAC refuses says so once and
+    stops; what it served is then lost."""
+    every_namespace = namespace is None
+    nodes_lost = "waiting gangs are not nudged when nodes are added or grow"
+    pods_lost = "waiting gangs are not nudged when pods go"
+    if every_namespace:
+        nodes_lost = (
+            "the hostfile lists workers by index, not by network domain; no job gets a "
+            f"{c.CONDITION_TOPOLOGY_FITS} condition; {nodes_lost}"
+        )
+        pods_lost = f"no job gets a {c.CONDITION_TOPOLOGY_FITS} condition; {pods_lost}"
     return {
         NODES.plural: Informer.optional_for_resource(
-            client,
-            NODES,
-            lost="waiting gangs are not nudged when nodes are added or grow",
-            name="capacity-nodes",
-            transform=slim_node,
+            client, NODES, lost=nodes_lost, name=NODES_INFORMER, transform=slim_node
         ),
         PODS.plural: Informer.optional_for_resource(
             client,
             PODS,
-            lost="waiting gangs are not nudged when pods go",
+            lost=pods_lost,
             namespace=namespace,
             field_selector=BOUND_PODS_SELECTOR,
-            name="capacity-pods",
+            name=BOUND_PODS_INFORMER,
             transform=slim_pod,
         ),
     }
+
+
+class NodeLoadCache:
+    """Each node's load for the room count, kept as its informers change: what the bound pods
+    hold summed per node as they come and go, and each node's allocatable parsed once per
+    version of the node, so a count reads each node once and no pod."""
+
+    def __init__(self, nodes: Informer, bound_pods: Informer) -> None:
+        self._nodes, self._pods = nodes, bound_pods
+        self._lock = threading.Lock()
+        self._used: dict[str, Amounts] = {}
+        self._allocatable: dict[str, tuple[str, Amounts]] = {}
+        bound_pods.add_event_handler(self._bound, self._moved, self._gone)
+
+    def current(self) -> list[NodeLoad] | None:
+        """Every node's load; None until both informers have listed, or once one stopped."""
+        readers = (self._nodes, self._pods)
+        if any(informer.stopped or not informer.has_synced() for informer in readers):
+            return None
+        nodes = self._nodes.store.list()
+        with self._lock:
+            parsed = {}
+            for node in nodes:
+                meta = node["metadata"]
+                version = str(meta.get("resourceVersion", ""))
+                known = self._allocatable.get(meta["name"])
+                amounts = known[1] if known and known[0] == version else allocatable_of(node)
+                parsed[meta["name"]] = (version, amounts)
+            self._allocatable = parsed
+            loads = []
+            for node in nodes:
+                name = node["metadata"]["name"]
+                loads.append(NodeLoad(node, parsed[name][1], dict(self._used.get(name, {}))))
+            return loads
+
+    def _bound(self, pod: Object) -> None:
+        with self._lock:
+            hold(self._used, pod, 1)
+
+    def _moved(self, old: Object, new: Object) -> None:
+        with self._lock:
+            hold(self._used, old, -1)
+            hold(self._used, new, 1)
+
+    def _gone(self, pod: Object) -> None:
+        with self._lock:
+            hold(self._used, pod, -1)
 
 
 def watch_capacity(informers: Mapping[str, Informer], on_change: Callable[[Change], None]) -> None:

@@ -20,13 +20,20 @@ from mpi_operator.operator.caches import (
     Caches,
     build_caches,
     child_resources,
+    domain_waiting_jobs,
     enqueue_gang_input_users,
     enqueue_gang_owners,
     enqueue_owner,
     gang_resources,
     waiting_gang_objects,
 )
-from mpi_operator.operator.capacity import Change, NudgeSchedule, gangs_to_nudge, watch_capacity
+from mpi_operator.operator.capacity import (
+    Change,
+    NudgeSchedule,
+    frees_capacity,
+    gangs_to_nudge,
+    watch_capacity,
+)
 from mpi_operator.operator.mpijobs import MPIJOBS
 from mpi_operator.operator.options import Options
 from mpi_operator.operator.served import (
@@ -36,7 +43,7 @@ from mpi_operator.operator.served import (
     describe_unserved,
     watch_served,
 )
-from mpi_operator.runtime.client import ApiError, Client, Resource
+from mpi_operator.runtime.client import NODES, PODS, ApiError, Client, Resource
 from mpi_operator.runtime.controller import Controller
 from mpi_operator.runtime.echoes import OwnWrites
 from mpi_operator.runtime.events import ClientEventSink, EventRecorder
@@ -153,6 +160,7 @@ class Operator:
             )
             informer.add_event_handler(to_gang_owners, to_gang_owners, to_gang_owners)
         nudges = self._nudge_on_capacity(caches, gang, queue)
+        _sync_domain_waiting_on_capacity(caches, queue)
         recorder = EventRecorder(ClientEventSink(client), EVENT_COMPONENT)
         # Writes of one sync that do not depend on each other (worker pods) go out together.
         pool = ThreadPoolExecutor(self.write_threads, "writes")
@@ -215,6 +223,20 @@ class Operator:
 
         watch_capacity(caches.capacity, on_change)
         return nudges
+
+
+def _sync_domain_waiting_on_capacity(caches: Caches, queue: RateLimitingQueue) -> None:
+    """A change that may free capacity syncs every job no topology domain had room for, once
+    the changes are quiet: its sync counts the room again."""
+    if caches.nodes is None or caches.bound_pods is None:
+        return
+
+    def on_change(change: Change) -> None:
+        if frees_capacity(change):
+            for key in domain_waiting_jobs(caches):
+                queue.add_when_quiet(key, CHILD_EVENTS_QUIET, CHILD_EVENTS_LONGEST)
+
+    watch_capacity({NODES.plural: caches.nodes, PODS.plural: caches.bound_pods}, on_change)
 
 
 def _enqueue_changed(

@@ -9,6 +9,7 @@ from typing import Any
 from gang import cluster_inputs_of, every_strategy, gang_resources_of
 from mpi_operator.api import constants as c
 from mpi_operator.api.models import MPIJob
+from mpi_operator.controller.domain_room import REQUESTS, NodeLoad, node_loads, requests_of
 from mpi_operator.controller.plan import Action
 from mpi_operator.desired.kinds import CHILD_KINDS, POD
 
@@ -60,6 +61,21 @@ class MemoryView:
     def node_labels(self, name: str) -> Mapping[str, str] | None:
         node = self.objects.get(("nodes", "", name))
         return (node["metadata"].get("labels") or {}) if node is not None else None
+
+    def node_loads(self) -> Sequence[NodeLoad] | None:
+        """The nodes added, and the pods bound to them that have not finished, as the
+        operator keeps them; None without any node."""
+        nodes = [obj for (resource, _, _), obj in self.objects.items() if resource == "nodes"]
+        if not nodes:
+            return None
+        bound = [
+            {"spec": {"nodeName": spec["nodeName"]}, REQUESTS: requests_of(spec)}
+            for (resource, _, _), obj in self.objects.items()
+            if resource == POD.plural
+            and (spec := obj.get("spec") or {}).get("nodeName")
+            and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        return node_loads(nodes, bound)
 
     def launcher_pods(self, launcher: dict[str, Any]) -> Sequence[dict[str, Any]]:
         uid = launcher["metadata"].get("uid")

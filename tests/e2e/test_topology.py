@@ -446,3 +446,58 @@ def test_koordinator_without_a_layer_for_the_label_says_so_and_keeps_the_affinit
     )
     assert gather_rules(cluster, namespace, "block-no-layer") == [None] * 6
     assert len({racks[node].split("-")[0] for node in placed.values()}) == 1, placed
+
+
+def topology_fits(cluster: E2ECluster, ns: str, name: str) -> dict[str, Any] | None:
+    job = cluster.get_custom("kubeflow.org", "v2beta1", ns, "mpijobs", name)
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return next((cond for cond in conditions if cond.get("type") == "TopologyFits"), None)
+
+
+def test_a_job_no_rack_has_room_for_says_so_and_runs_when_a_rack_grows(
+    cluster: E2ECluster,
+    namespace: str,
+    racks: dict[str, str],
+    node_factory: Callable[..., str],
+) -> None:
+    some_node = next(iter(racks))
+    pool = some_node.split("-")[1]
+    # One 5-cpu worker per 8-cpu node: a rack of four nodes has room for four of the six.
+    job = topology_job("no-rack-fits", pool, "Required", worker_cpu="5")
+    create_mpijob(cluster, namespace, job)
+
+    def waiting() -> dict[str, Any] | None:
+        condition = topology_fits(cluster, namespace, "no-rack-fits")
+        return condition if condition and condition.get("status") == "False" else None
+
+    condition = wait_until(waiting, 60, message="TopologyFits False")
+    assert condition["reason"] == "NoDomainFits"
+    assert condition["message"] == (
+        f'needs 6 workers in one "{RACK}"; the most any has room for is 4 (rack "b0-r0")'
+    ), condition
+    grown = racks[some_node]
+    if cluster.flavour == "default":
+        # Without a gang scheduler the first worker chooses a rack and three join it.
+        def four_bound() -> list[str] | None:
+            workers = pods_of(cluster, namespace, "no-rack-fits", role="worker")
+            bound = [p.spec.node_name for p in workers if p.spec.node_name]
+            return bound if len(bound) == 4 else None
+
+        grown = racks[wait_until(four_bound, 60, message="four workers in one rack")[0]]
+    block = grown.split("-")[0]
+    for index in (4, 5):
+        name = f"topo-{pool}-{grown}-{index}"
+        node_factory(cluster, name, cpu="16", labels={BLOCK: block, RACK: grown, POOL: pool})
+        racks[name] = grown
+    placed = wait_until(
+        lambda: placed_workers(cluster, namespace, "no-rack-fits"), 120, message="six workers"
+    )
+    assert {racks[node] for node in placed.values()} == {grown}
+    turned = wait_until(
+        lambda: (
+            (c := topology_fits(cluster, namespace, "no-rack-fits")) and c["status"] == "True" and c
+        ),
+        60,
+        message="TopologyFits True",
+    )
+    assert turned["reason"] in ("DomainFits", "WorkersPlaced"), turned

@@ -61,7 +61,7 @@ same (tests/unit/test_chart.py compares them).
 - apiGroups: [kubeflow.org]
   resources: [mpijobs/finalizers]
   verbs: [update]
-# The nodes' labels, for the hostfile's order by network domain (all namespaces watched).
+# The nodes, for the hostfile's order by network domain and each domain's room (all namespaces watched).
 - apiGroups: [""]
   resources: [nodes]
   verbs: [list, watch]

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from gang import select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts
-from mpi_operator.operator.caches import build_caches, enqueue_gang_input_users, owning_mpijob_key
-from mpi_operator.operator.domains import node_labels_only
+from mpi_operator.operator.caches import (
+    build_caches,
+    domain_waiting_jobs,
+    enqueue_gang_input_users,
+    owning_mpijob_key,
+)
+from mpi_operator.operator.capacity import NodeLoadCache, slim_node, slim_pod
 from mpi_operator.runtime.client import Client
 from mpi_operator.runtime.kubeconfig import Configuration
 from mpi_operator.testing.wrappers import MPIJobWrapper
+
+COSCHEDULING = "scheduler-plugins-scheduler"
 
 
 def offline_client() -> Client:
@@ -126,7 +134,7 @@ def test_node_labels_are_cached_only_when_every_namespace_is_watched() -> None:
     assert caches.nodes is not None and caches.nodes in caches.started
     assert caches.view().node_labels("node-a1") is None
     caches.nodes.store.upsert(
-        node_labels_only(
+        slim_node(
             {
                 "metadata": {"name": "node-a1", "labels": {"rack": "a"}, "resourceVersion": "1"},
                 "status": {"allocatable": {"cpu": "8"}},
@@ -134,6 +142,51 @@ def test_node_labels_are_cached_only_when_every_namespace_is_watched() -> None:
         )
     )
     assert caches.view().node_labels("node-a1") == {"rack": "a"}
+
+
+def test_one_copy_of_the_nodes_and_bound_pods_serves_the_room_and_the_nudge() -> None:
+    caches = build_caches(offline_client(), None, select_gang_scheduler(COSCHEDULING))
+    assert caches.nodes is caches.capacity["nodes"]
+    assert caches.bound_pods is caches.capacity["pods"]
+    assert len(caches.started) == len({id(informer) for informer in caches.started})
+    namespaced = build_caches(offline_client(), "ns", select_gang_scheduler(COSCHEDULING))
+    assert namespaced.capacity and namespaced.bound_pods is None
+    assert namespaced.view().node_loads() is None
+
+
+def test_node_loads_are_known_once_listed_and_hold_the_bound_pods() -> None:
+    caches = build_caches(offline_client(), None, None)
+    nodes, pods = caches.nodes, caches.bound_pods
+    assert nodes is not None and pods is not None and not caches.capacity
+    assert caches.view().node_loads() is None
+    nodes.store.replace([slim_node(labelled_node("n1", "a"))], "1")
+    assert caches.view().node_loads() is None
+    bound = {
+        "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "1"},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"limits": {"cpu": "2"}}}],
+        },
+    }
+    pods.store.replace([slim_pod(bound)], "1")
+    # A handler added now is told of every cached pod, as the informer's first list would.
+    loads = NodeLoadCache(nodes, pods).current()
+    assert loads is not None
+    assert [(load.node["metadata"]["name"], load.used) for load in loads] == [
+        ("n1", {"cpu": Decimal(2), "pods": Decimal(1)})
+    ]
+
+
+def test_jobs_waiting_for_a_domain_are_found_by_their_condition() -> None:
+    caches = build_caches(offline_client(), None, None)
+    waiting = MPIJobWrapper("waits").obj()
+    waiting["status"] = {"conditions": [{"type": "TopologyFits", "status": "False"}]}
+    fits = MPIJobWrapper("fits").obj()
+    fits["status"] = {"conditions": [{"type": "TopologyFits", "status": "True"}]}
+    for job in (waiting, fits):
+        job["metadata"]["resourceVersion"] = "1"
+        caches.mpijobs.store.upsert(job)
+    assert domain_waiting_jobs(caches) == ["ns/waits"]
 
 
 def test_volcano_queues_are_cached_and_read_through_the_view() -> None:

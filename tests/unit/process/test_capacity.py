@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from mpi_operator.operator.capacity import (
     frees_capacity,
     gangs_to_nudge,
     slim_node,
+    slim_pod,
 )
 from mpi_operator.runtime.clock import FakeClock
 
@@ -52,6 +54,10 @@ BOUND_POD = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": 
         (Change("nodes", node(taints=("not-ready",)), node()), True),
         (Change("nodes", node(), node(taints=("not-ready",))), False),
         (Change("nodes", node(), node()), False),
+        (
+            Change("nodes", node(), {**node(), "metadata": {"name": "n", "labels": {"r": "a"}}}),
+            True,
+        ),
         (Change("nodes", node(), None), False),
         (Change("pods", BOUND_POD, None), True),
         (Change("pods", None, BOUND_POD), False),
@@ -69,6 +75,7 @@ BOUND_POD = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": 
         "blocking taint removed",
         "blocking taint added",
         "heartbeat",
+        "node relabelled",
         "node deleted",
         "bound pod gone",
         "pod bound",
@@ -87,6 +94,24 @@ def test_slim_nodes_keep_what_decides_capacity() -> None:
     assert frees_capacity(Change("nodes", slim_node(node(taints=("t",))), slim))
     assert "managedFields" not in slim["metadata"]
     assert "conditions" not in slim["status"]
+
+
+def test_slim_bound_pods_keep_their_node_and_effective_requests() -> None:
+    pod = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"a": "b"}},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": "500m"}}}],
+            "initContainers": [{"name": "init", "resources": {"limits": {"cpu": "2"}}}],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    assert slim_pod(pod) == {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {"nodeName": "n1"},
+        "requests": {"cpu": Decimal(2)},
+    }
 
 
 def pod_group(job: str, phase: str) -> dict[str, Any]:
