@@ -118,7 +118,19 @@ class Caches:
 
     @property
     def started(self) -> list[Informer]:
-        """What the operator starts and stops: ``all`` (waited for) and the capacity watch."""
+        """What the operator starts at once: ``all`` (waited for), the capacity watch, the
+        nodes and the layout."""
+        return [i for i in self.owned if i is not self.on_demand]
+
+    @property
+    def on_demand(self) -> Informer | None:
+        """The bound pods, when only the room count reads them: started by the first count."""
+        shared = any(informer is self.bound_pods for informer in self.capacity.values())
+        return None if shared else self.bound_pods
+
+    @property
+    def owned(self) -> list[Informer]:
+        """What the operator stops: what it started and what may have started on demand."""
         cluster = [i for i in (self.nodes, self.bound_pods) if i is not None]
         shared = [*self.capacity.values(), *cluster]
         unique = list({id(informer): informer for informer in shared}.values())
@@ -209,7 +221,11 @@ def build_caches(
         if nodes is not None and cluster_layout_of(served_gang) is not None
     }
     layout = LayoutCache(nodes, layout_kinds)
-    loads = NodeLoadCache(nodes, bound_pods) if nodes and bound_pods else None
+    loads = None
+    if nodes is not None and bound_pods is not None:
+        # Every pod of the cluster on a node: watched from the start only when the nudge reads
+        # it too, otherwise from the first job whose topology domain needs counting.
+        loads = NodeLoadCache(nodes, bound_pods, on_demand=nudger is None)
     return Caches(
         mpijobs,
         children,
@@ -221,6 +237,24 @@ def build_caches(
         loads,
         layout,
     )
+
+
+def asks_for_domain(job: Object) -> bool:
+    """Whether a job asks for a topology domain: the knob, or Kueue's required annotation on
+    its Worker template (what the room count serves)."""
+    spec = _mapping(job.get("spec"))
+    policy = _mapping(_mapping(spec.get("runPolicy")).get("schedulingPolicy"))
+    if policy.get("topology") is not None:
+        return True
+    worker = _mapping(_mapping(spec.get("mpiReplicaSpecs")).get(c.WORKER))
+    annotations = _mapping(
+        _mapping(_mapping(worker.get("template")).get("metadata")).get("annotations")
+    )
+    return c.KUEUE_REQUIRED_TOPOLOGY in annotations
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _index_domain_waiting(job: Object) -> list[str]:

@@ -246,17 +246,26 @@ def capacity_informers(client: Client, namespace: str | None) -> dict[str, Infor
 class NodeLoadCache:
     """Each node's load for the room count, kept as its informers change: what the bound pods
     hold summed per node as they come and go, and each node's allocatable parsed once per
-    version of the node, so a count reads each node once and no pod."""
+    version of the node, so a count reads each node once and no pod.
 
-    def __init__(self, nodes: Informer, bound_pods: Informer) -> None:
+    With ``on_demand``, the bound pods (every pod of the cluster on a node) are watched only
+    from the first count asked for: an operator no job asks a topology domain of watches none.
+    That first count is None; the ``on_listed`` callback runs once the pods are listed, so the
+    jobs that asked count again."""
+
+    def __init__(self, nodes: Informer, bound_pods: Informer, *, on_demand: bool = False) -> None:
         self._nodes, self._pods = nodes, bound_pods
         self._lock = threading.Lock()
         self._used: dict[str, Amounts] = {}
         self._allocatable: dict[str, tuple[str, Amounts]] = {}
+        self._demanded = not on_demand
+        self._ready: Callable[[], None] | None = None
         bound_pods.add_event_handler(self._bound, self._moved, self._gone)
 
     def current(self) -> list[NodeLoad] | None:
         """Every node's load; None until both informers have listed, or once one stopped."""
+        if not self._demanded:
+            self._demand()
         readers = (self._nodes, self._pods)
         if any(informer.stopped or not informer.has_synced() for informer in readers):
             return None
@@ -275,6 +284,26 @@ class NodeLoadCache:
                 name = node["metadata"]["name"]
                 loads.append(NodeLoad(node, parsed[name][1], dict(self._used.get(name, {}))))
             return loads
+
+    def on_listed(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the bound pods a count started on demand are listed."""
+        self._ready = callback
+
+    def _demand(self) -> None:
+        with self._lock:
+            if self._demanded:
+                return
+            self._demanded = True
+        self._pods.start()
+        if self._ready is not None:
+            threading.Thread(target=self._announce, name="bound-pods-listed", daemon=True).start()
+
+    def _announce(self) -> None:
+        while not self._pods.stopped:
+            if self._pods.wait_for_sync(1.0):
+                if self._ready is not None:
+                    self._ready()
+                return
 
     def _bound(self, pod: Object) -> None:
         with self._lock:

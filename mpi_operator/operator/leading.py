@@ -18,6 +18,7 @@ from typing import Final
 from gang import GangScheduler, cluster_inputs_of, select_gang_scheduler
 from mpi_operator.operator.caches import (
     Caches,
+    asks_for_domain,
     build_caches,
     child_resources,
     domain_waiting_jobs,
@@ -203,7 +204,7 @@ class Operator:
             controller.run(stop)
         finally:
             self.ready.clear()
-            for informer in caches.started:
+            for informer in caches.owned:
                 informer.stop()
             pool.shutdown(wait=True)
             recorder.flush(5.0)
@@ -227,9 +228,18 @@ class Operator:
 
 def _sync_domain_waiting_on_capacity(caches: Caches, queue: RateLimitingQueue) -> None:
     """A change that may free capacity syncs every job no topology domain had room for, once
-    the changes are quiet: its sync counts the room again."""
+    the changes are quiet: its sync counts the room again. Bound pods watched on demand sync,
+    once listed, every job that asks for a domain: the first count found none."""
     if caches.nodes is None or caches.bound_pods is None:
         return
+    if caches.loads is not None:
+
+        def count_again() -> None:
+            for job in caches.mpijobs.store.list():
+                if asks_for_domain(job):
+                    queue.add(object_key(job))
+
+        caches.loads.on_listed(count_again)
 
     def on_change(change: Change) -> None:
         if frees_capacity(change):

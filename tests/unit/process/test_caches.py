@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 from typing import Any
+
+import pytest
 
 from gang import select_gang_scheduler
 from mpi_operator.api.cluster import ClusterFacts
 from mpi_operator.operator.caches import (
+    asks_for_domain,
     build_caches,
     domain_waiting_jobs,
     enqueue_gang_input_users,
     owning_mpijob_key,
 )
-from mpi_operator.operator.capacity import NodeLoadCache, slim_node, slim_pod
+from mpi_operator.operator.capacity import BOUND_PODS_SELECTOR, NodeLoadCache, slim_node, slim_pod
 from mpi_operator.runtime.client import Client
 from mpi_operator.runtime.kubeconfig import Configuration
 from mpi_operator.testing.wrappers import MPIJobWrapper
+from tests.unit.runtime.scripted_server import FakeApiServer, Reply
 
 COSCHEDULING = "scheduler-plugins-scheduler"
 
@@ -158,9 +163,10 @@ def test_node_loads_are_known_once_listed_and_hold_the_bound_pods() -> None:
     caches = build_caches(offline_client(), None, None)
     nodes, pods = caches.nodes, caches.bound_pods
     assert nodes is not None and pods is not None and not caches.capacity
-    assert caches.view().node_loads() is None
+    # Not on demand: nothing starts the informers, whose stores the test fills.
+    assert NodeLoadCache(nodes, pods).current() is None
     nodes.store.replace([slim_node(labelled_node("n1", "a"))], "1")
-    assert caches.view().node_loads() is None
+    assert NodeLoadCache(nodes, pods).current() is None
     bound = {
         "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "1"},
         "spec": {
@@ -286,3 +292,72 @@ def test_hyper_nodes_are_not_cached_when_not_served_or_for_one_namespace() -> No
     namespaced = build_caches(offline_client(), "ns", volcano, layout_served=(HYPER_NODE_RESOURCE,))
     assert namespaced.layout.informers == []
     assert namespaced.facts(ClusterFacts()).layout is None
+
+
+def test_without_a_nudge_the_bound_pods_are_watched_from_the_first_count_of_a_domain(
+    api: tuple[FakeApiServer, Client],
+) -> None:
+    server, client = api
+    bound = {
+        "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "1"},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}],
+        },
+    }
+    server.replies.append(Reply(body={"items": [bound], "metadata": {"resourceVersion": "1"}}))
+    caches = build_caches(client, None, None)
+    pods = caches.bound_pods
+    assert caches.nodes is not None and pods is not None and caches.loads is not None
+    assert caches.on_demand is pods and pods not in caches.started and pods in caches.owned
+    listed = threading.Event()
+    caches.loads.on_listed(listed.set)
+    caches.nodes.store.replace([slim_node(labelled_node("n1", "a"))], "1")
+    try:
+        assert server.seen == []
+        # The first count starts the watch (and answers only if the list came back that fast);
+        # the listing says when to count again.
+        caches.view().node_loads()
+        assert listed.wait(10)
+        loads = caches.view().node_loads()
+        assert loads is not None
+        assert [(load.node["metadata"]["name"], load.used) for load in loads] == [
+            ("n1", {"cpu": Decimal(3), "pods": Decimal(1)})
+        ]
+        [first, *_] = server.seen
+        assert first.path == "/api/v1/pods"
+        assert ("fieldSelector", BOUND_PODS_SELECTOR) in first.query
+    finally:
+        for informer in caches.owned:
+            informer.stop()
+
+
+def test_with_a_nudge_the_bound_pods_are_watched_from_the_start() -> None:
+    caches = build_caches(offline_client(), None, select_gang_scheduler(COSCHEDULING))
+    assert caches.on_demand is None and caches.bound_pods in caches.started
+
+
+@pytest.mark.parametrize(
+    ("job", "asks"),
+    [
+        (MPIJobWrapper("plain").obj(), False),
+        (MPIJobWrapper("knob").scheduling_policy(topology={"key": "rack"}).obj(), True),
+        (
+            MPIJobWrapper("kueue")
+            .template_annotation("Worker", "kueue.x-k8s.io/podset-required-topology", "rack")
+            .obj(),
+            True,
+        ),
+        (
+            MPIJobWrapper("kueue-preferred")
+            .template_annotation("Worker", "kueue.x-k8s.io/podset-preferred-topology", "rack")
+            .obj(),
+            False,
+        ),
+        ({"spec": {"runPolicy": "junk", "mpiReplicaSpecs": {"Worker": []}}}, False),
+    ],
+)
+def test_jobs_asking_for_a_domain_are_told_apart_from_their_stored_form(
+    job: dict[str, Any], asks: bool
+) -> None:
+    assert asks_for_domain(job) is asks
