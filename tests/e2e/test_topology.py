@@ -221,22 +221,27 @@ def test_volcano_pod_group_names_the_rack_tier_of_its_hyper_nodes(
 def test_volcano_without_a_tier_for_the_label_says_so_and_keeps_the_affinity(
     cluster: E2ECluster, namespace: str, racks: dict[str, str], rack_hyper_nodes: list[str]
 ) -> None:
-    pool = next(iter(racks)).split("-")[1]
     # The rack HyperNodes split every block in two: no tier groups the nodes by block.
-    job = topology_job("block-no-tier", pool, "Required", worker_cpu="1")
+    warned_and_held_in_a_block(cluster, namespace, racks, "block-no-tier", "NoHyperNodeTier")
+    assert network_topology(cluster, namespace, "block-no-tier") is None
+
+
+def warned_and_held_in_a_block(
+    cluster: E2ECluster, ns: str, racks: dict[str, str], name: str, reason: str
+) -> None:
+    """A Required block job the scheduler's own layout cannot name: a Warning ``reason``
+    naming the label, and the workers' affinity alone holding all six in one block."""
+    pool = next(iter(racks)).split("-")[1]
+    job = topology_job(name, pool, "Required", worker_cpu="1")
     job["spec"]["runPolicy"]["schedulingPolicy"]["topology"]["key"] = BLOCK
-    create_mpijob(cluster, namespace, job)
+    create_mpijob(cluster, ns, job)
 
     def warned() -> dict[str, Any] | None:
-        events = cluster.events_for(namespace, "block-no-tier")
-        return next((e for e in events if e["reason"] == "NoHyperNodeTier"), None)
+        return next((e for e in cluster.events_for(ns, name) if e["reason"] == reason), None)
 
-    event = wait_until(warned, 60, message="the NoHyperNodeTier event")
+    event = wait_until(warned, 60, message=f"the {reason} event")
     assert event["type"] == "Warning" and f'"{BLOCK}"' in event["message"]
-    assert network_topology(cluster, namespace, "block-no-tier") is None
-    placed = wait_until(
-        lambda: placed_workers(cluster, namespace, "block-no-tier"), 120, message="six workers"
-    )
+    placed = wait_until(lambda: placed_workers(cluster, ns, name), 120, message="six workers")
     assert len({racks[node].split("-")[0] for node in placed.values()}) == 1, placed
 
 
@@ -429,29 +434,15 @@ def test_koordinator_workers_carry_the_rack_layers_gather_rule(
 def test_koordinator_without_a_layer_for_the_label_says_so_and_keeps_the_affinity(
     cluster: E2ECluster, namespace: str, racks: dict[str, str], rack_layer: str
 ) -> None:
-    pool = next(iter(racks)).split("-")[1]
     # The topology has a layer of racks only: none groups the nodes by block.
-    job = topology_job("block-no-layer", pool, "Required", worker_cpu="1")
-    job["spec"]["runPolicy"]["schedulingPolicy"]["topology"]["key"] = BLOCK
-    create_mpijob(cluster, namespace, job)
-
-    def warned() -> dict[str, Any] | None:
-        events = cluster.events_for(namespace, "block-no-layer")
-        return next((e for e in events if e["reason"] == "NoNetworkTopologyLayer"), None)
-
-    event = wait_until(warned, 60, message="the NoNetworkTopologyLayer event")
-    assert event["type"] == "Warning" and f'"{BLOCK}"' in event["message"]
-    placed = wait_until(
-        lambda: placed_workers(cluster, namespace, "block-no-layer"), 120, message="six workers"
+    warned_and_held_in_a_block(
+        cluster, namespace, racks, "block-no-layer", "NoNetworkTopologyLayer"
     )
     assert gather_rules(cluster, namespace, "block-no-layer") == [None] * 6
-    assert len({racks[node].split("-")[0] for node in placed.values()}) == 1, placed
 
 
 def topology_fits(cluster: E2ECluster, ns: str, name: str) -> dict[str, Any] | None:
-    job = cluster.get_custom("kubeflow.org", "v2beta1", ns, "mpijobs", name)
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return next((cond for cond in conditions if cond.get("type") == "TopologyFits"), None)
+    return condition(get_mpijob(cluster, ns, name), "TopologyFits")
 
 
 def test_a_job_no_rack_has_room_for_says_so_and_runs_when_a_rack_grows(
