@@ -14,7 +14,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=go-tool.sh
 source "$HERE/go-tool.sh"
 
-KUEUE_VERSION=v0.15.0
+KUEUE_VERSION=v0.17.0
 DIR="$GO_TOOL_CACHE_ROOT/kueue/$KUEUE_VERSION"
 
 if [ "${1:-}" != "--print" ] && [ ! -f "$DIR/.complete" ]; then

@@ -69,6 +69,48 @@ def delete_cluster_object(cluster: E2ECluster, plural: str, name: str) -> None:
     cluster.custom.delete_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, name)
 
 
+def create_cluster_queue(
+    c: E2ECluster, name: str, ns: str, flavour: str, quota: dict[str, str], **spec: Any
+) -> None:
+    """A ClusterQueue for namespace ``ns`` alone, of ``quota`` (resource -> nominal quota)
+    in one flavour, with ``spec``'s further fields."""
+    resources = [{"name": resource, "nominalQuota": value} for resource, value in quota.items()]
+    create_cluster_object(
+        c,
+        "clusterqueues",
+        {
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                **spec,
+                "resourceGroups": [
+                    {
+                        "coveredResources": list(quota),
+                        "flavors": [{"name": flavour, "resources": resources}],
+                    }
+                ],
+            },
+        },
+    )
+
+
+def create_local_queue(c: E2ECluster, ns: str, cluster_queue: str) -> None:
+    """The LocalQueue ``lq`` in ``ns``, on ``cluster_queue``."""
+    c.custom.create_namespaced_custom_object(
+        KUEUE_GROUP,
+        KUEUE_VERSION,
+        ns,
+        "localqueues",
+        {
+            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq"},
+            "spec": {"clusterQueue": cluster_queue},
+        },
+    )
+
+
 def make_queue(
     c: E2ECluster,
     ns: str,
@@ -91,43 +133,22 @@ def make_queue(
         "resourceflavors",
         {"kind": "ResourceFlavor", "metadata": {"name": flavour}, "spec": spec},
     )
-    quota = [{"name": "cpu", "nominalQuota": quota_cpu}, {"name": "memory", "nominalQuota": "64Gi"}]
-    create_cluster_object(
+    checks = (
+        {"admissionChecksStrategy": {"admissionChecks": [{"name": admission_check}]}}
+        if admission_check
+        else {}
+    )
+    create_cluster_queue(
         c,
-        "clusterqueues",
-        {
-            "kind": "ClusterQueue",
-            "metadata": {"name": cluster_queue},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                "queueingStrategy": "StrictFIFO",
-                "preemption": {"withinClusterQueue": "LowerPriority"},
-                **(
-                    {"admissionChecksStrategy": {"admissionChecks": [{"name": admission_check}]}}
-                    if admission_check
-                    else {}
-                ),
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory"],
-                        "flavors": [{"name": flavour, "resources": quota}],
-                    }
-                ],
-            },
-        },
-    )
-    c.custom.create_namespaced_custom_object(
-        KUEUE_GROUP,
-        KUEUE_VERSION,
+        cluster_queue,
         ns,
-        "localqueues",
-        {
-            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
-            "kind": "LocalQueue",
-            "metadata": {"name": "lq"},
-            "spec": {"clusterQueue": cluster_queue},
-        },
+        flavour,
+        {"cpu": quota_cpu, "memory": "64Gi"},
+        queueingStrategy="StrictFIFO",
+        preemption={"withinClusterQueue": "LowerPriority"},
+        **checks,
     )
+    create_local_queue(c, ns, cluster_queue)
 
     def delete() -> None:
         for plural, name in (("clusterqueues", cluster_queue), ("resourceflavors", flavour)):
@@ -186,12 +207,19 @@ def workload_of(cluster: E2ECluster, ns: str, job_name: str) -> dict[str, Any] |
     return None
 
 
-def workload_condition(cluster: E2ECluster, ns: str, job_name: str, kind: str) -> str | None:
+def workload_condition_of(
+    cluster: E2ECluster, ns: str, job_name: str, kind: str
+) -> dict[str, Any] | None:
     workload = workload_of(cluster, ns, job_name)
     for cond in ((workload or {}).get("status") or {}).get("conditions") or []:
         if cond["type"] == kind:
-            return str(cond["status"])
+            return dict(cond)
     return None
+
+
+def workload_condition(cluster: E2ECluster, ns: str, job_name: str, kind: str) -> str | None:
+    cond = workload_condition_of(cluster, ns, job_name, kind)
+    return None if cond is None else str(cond["status"])
 
 
 def running_pods(cluster: E2ECluster, ns: str, job_name: str) -> list[Any]:
