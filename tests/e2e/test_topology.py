@@ -113,11 +113,12 @@ def run_and_read(
     return worker_racks, hostfile_racks
 
 
-def test_required_rack_lands_every_worker_in_one_rack(
-    cluster: E2ECluster, namespace: str, racks: dict[str, str]
+@pytest.mark.parametrize("mode", ["Required", "Preferred"])
+def test_a_rack_that_can_hold_the_job_lands_every_worker_in_it(
+    cluster: E2ECluster, namespace: str, racks: dict[str, str], mode: str
 ) -> None:
     pool = next(iter(racks)).split("-")[1]
-    job = topology_job("rack-required", pool, "Required", worker_cpu="1")
+    job = topology_job(f"fits-{mode.lower()}", pool, mode, worker_cpu="1")
     worker_racks, hostfile_racks = run_and_read(cluster, namespace, job, racks)
     assert len(set(worker_racks)) == 1, worker_racks
     assert sorted(hostfile_racks) == sorted(worker_racks)
