@@ -210,11 +210,7 @@ def workload_of(cluster: E2ECluster, ns: str, job_name: str) -> dict[str, Any] |
 def workload_condition_of(
     cluster: E2ECluster, ns: str, job_name: str, kind: str
 ) -> dict[str, Any] | None:
-    workload = workload_of(cluster, ns, job_name)
-    for cond in ((workload or {}).get("status") or {}).get("conditions") or []:
-        if cond["type"] == kind:
-            return dict(cond)
-    return None
+    return condition(workload_of(cluster, ns, job_name) or {}, kind)
 
 
 def workload_condition(cluster: E2ECluster, ns: str, job_name: str, kind: str) -> str | None:

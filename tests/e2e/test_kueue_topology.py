@@ -33,7 +33,7 @@ from .test_kueue import (
     workload_condition_of,
     workload_of,
 )
-from .test_topology import contiguous, hostfile_workers
+from .test_topology import hostfile_racks_in_order
 
 pytestmark = pytest.mark.e2e
 
@@ -49,6 +49,7 @@ INDEX_OFFSET = "kueue.x-k8s.io/pod-index-offset"
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 GPU = "nvidia.com/gpu"
 REPLICA_INDEX = "training.kubeflow.org/replica-index"
+ROLE = "training.kubeflow.org/job-role"
 
 operator = operator_fixture("default", kueue=True)
 
@@ -169,6 +170,12 @@ def worker_assignment(c: E2ECluster, ns: str, name: str) -> dict[str, Any]:
     return next((a for a in assignments if a["name"] == "worker"), {})
 
 
+def workers_of(pods: dict[str, Any]) -> list[Any]:
+    """The worker pods among a job's (by role: the launcher has an index too when it runs
+    as a worker)."""
+    return [p for p in pods.values() if p.metadata.labels.get(ROLE) == "worker"]
+
+
 def check_ungated_by_kueue(pods: dict[str, Any]) -> None:
     """Every pod was created gated and Kueue pinned it to its node when it lifted the gate."""
     for pod in pods.values():
@@ -181,15 +188,8 @@ def worker_racks_in_hostfile_order(
     c: E2ECluster, ns: str, name: str, pods: dict[str, Any], racks: dict[str, str]
 ) -> list[str]:
     """Each hostfile line's rack, once the hostfile lists every worker in rack order."""
-    nodes = {pod_name: pod.spec.node_name for pod_name, pod in pods.items()}
-    workers = [n for n, p in pods.items() if p.metadata.labels.get(REPLICA_INDEX) is not None]
-
-    def ordered() -> list[str] | None:
-        hosts = [h for h in hostfile_workers(c, ns, name) if h in workers]
-        in_racks = [racks[nodes[h]] for h in hosts]
-        return in_racks if len(in_racks) == len(workers) and contiguous(in_racks) else None
-
-    return wait_until(ordered, 60, message="the hostfile in rack order")
+    nodes = {p.metadata.name: p.spec.node_name for p in workers_of(pods)}
+    return hostfile_racks_in_order(c, ns, name, nodes, racks)
 
 
 @pytest.mark.parametrize("mode", [REQUIRED, PREFERRED], ids=["required", "preferred"])
@@ -204,7 +204,7 @@ def test_a_rack_that_can_hold_the_job_is_assigned_by_kueue_and_holds_every_worke
     # the levels above it.
     assert assignment["topologyAssignment"]["levels"] == [HOSTNAME], assignment
     check_ungated_by_kueue(pods)
-    workers = [p for p in pods.values() if p.metadata.labels.get(REPLICA_INDEX) is not None]
+    workers = workers_of(pods)
     assert len({racks[p.spec.node_name] for p in workers}) == 1, racks
     # Kueue packs the one-GPU workers two to a two-GPU node.
     per_node = Counter(p.spec.node_name for p in workers)
@@ -224,7 +224,7 @@ def test_a_preferred_rack_too_small_for_the_job_still_runs_in_one_block(
         lambda: placed(c, ns, "spread", 7), 120, message=lambda: state(c, ns, "spread")
     )
     check_ungated_by_kueue(pods)
-    workers = [p for p in pods.values() if p.metadata.labels.get(REPLICA_INDEX) is not None]
+    workers = workers_of(pods)
     worker_racks = [racks[p.spec.node_name] for p in workers]
     # Kueue goes up a level, to a block of eight nodes.
     assert len(set(worker_racks)) == 2, worker_racks
@@ -258,7 +258,7 @@ def test_a_required_rack_too_small_waits_unadmitted_until_a_rack_grows(
         lambda: placed(c, ns, "too-big", 7), 180, message=lambda: state(c, ns, "too-big")
     )
     check_ungated_by_kueue(pods)
-    workers = [p for p in pods.values() if p.metadata.labels.get(REPLICA_INDEX) is not None]
+    workers = workers_of(pods)
     assert {racks[p.spec.node_name] for p in workers} == {grown}
 
 
@@ -363,7 +363,7 @@ def test_kueues_own_mpijob_scenarios_place_each_rank_where_upstream_would(
     assignment = {}
     for pod in pods.values():
         labels = pod.metadata.labels
-        role = labels["training.kubeflow.org/job-role"]
+        role = labels[ROLE]
         if role == "worker" or with_launcher:
             node = pod.spec.node_name.removeprefix(f"{kind_nodes}-")
             assignment[f"{role}/{labels.get(REPLICA_INDEX)}"] = node

@@ -103,14 +103,21 @@ def run_and_read(
     create_mpijob(cluster, ns, job)
     placed = wait_until(lambda: placed_workers(cluster, ns, name), 120, message="six workers")
     worker_racks = [racks[node] for node in placed.values()]
+    return worker_racks, hostfile_racks_in_order(cluster, ns, name, placed, racks)
+
+
+def hostfile_racks_in_order(
+    cluster: E2ECluster, ns: str, name: str, worker_nodes: dict[str, str], racks: dict[str, str]
+) -> list[str]:
+    """Each hostfile line's rack, once the hostfile lists every worker (pod name -> node)
+    with each rack's workers together."""
 
     def ordered() -> list[str] | None:
         hosts = hostfile_workers(cluster, ns, name)
-        in_racks = [racks[placed[host]] for host in hosts if host in placed]
-        return in_racks if len(in_racks) == 6 and contiguous(in_racks) else None
+        in_racks = [racks[worker_nodes[host]] for host in hosts if host in worker_nodes]
+        return in_racks if len(in_racks) == len(worker_nodes) and contiguous(in_racks) else None
 
-    hostfile_racks = wait_until(ordered, 60, message="the hostfile in rack order")
-    return worker_racks, hostfile_racks
+    return wait_until(ordered, 60, message="the hostfile in rack order")
 
 
 @pytest.mark.parametrize("mode", ["Required", "Preferred"])
