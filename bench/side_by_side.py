@@ -26,7 +26,8 @@ ServiceAccount (bound to cluster-admin). A phase:
 4. (unless ``--no-restart``) stops the operator, deletes every job's ConfigMap, and starts it
    again: the resync time is from the new process's start until all N ConfigMaps exist again
    (only a sync of each job brings its ConfigMap back);
-5. deletes the namespace and waits until it is gone.
+5. prints the phase's figures, then deletes the namespace and waits until it is gone (up to
+   ``--namespace-timeout``), unless nothing runs after it: the cluster goes down then.
 
 The raw ceiling follows the rounds: a plain client (no operator; bench/ceiling, client-go with no
 client-side limit, built by bench/build-ceiling.sh) creates the objects the operator creates for
@@ -730,7 +731,6 @@ def run_phase(contender: Contender, namespace: str, bench: Bench) -> dict[str, A
         restarted = restart_without_configmaps(contender, namespace, bench) if args.restart else {}
     finally:
         operator.stop()
-    cluster.delete_namespace(namespace, args.namespace_timeout)
 
     latencies = [launched[n] - submitted[n] for n in finished]
     span = max(launched[n] for n in finished) - start if finished else float("nan")
@@ -1150,10 +1150,18 @@ def main() -> int:
     with audited_cluster(args.cluster_name, nodes, args.work) as (cluster, audit):
         bench = Bench(cluster, audit, args)
         contenders = {label: contender(label, cluster, flags, args) for label in args.operators}
-        for round_number, label in interleaved(args.operators, args.rounds):
-            phase = run_phase(contenders[label], f"{label}-{round_number}", bench)
-            print(json.dumps(phase), file=sys.stderr)
+        order = list(interleaved(args.operators, args.rounds))
+        for position, (round_number, label) in enumerate(order, 1):
+            namespace = f"{label}-{round_number}"
+            phase = run_phase(contenders[label], namespace, bench)
+            # Printed before the clean-up: deleting a namespace of thousands of pods can take
+            # longer than the phase, and a run cut short there keeps what it measured.
+            print(json.dumps(phase), file=sys.stderr, flush=True)
             phases.append(phase)
+            # The cluster is brought down after the last phase; a phase or a ceiling after
+            # this one runs on a cluster without its objects.
+            if position < len(order) or args.ceiling_clients:
+                cluster.delete_namespace(namespace, args.namespace_timeout)
         for clients in args.ceiling_clients:
             ceiling.append(raw_ceiling(cluster, ceiling_binary, clients, args))
     report = {
