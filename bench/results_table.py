@@ -52,12 +52,13 @@ def cell(run: dict[str, Any], key: str, fmt: str) -> str:
 
 
 def command(run: dict[str, Any]) -> str:
-    """The command that measures the run again (one round unless it had more)."""
+    """The command that measures the run again, as many rounds as it had."""
     parts = ["bench/side_by_side.py", f"--jobs {run['jobs']}"]
     if run["workers_per_job"] != 2:
         parts.append(f"--workers {run['workers_per_job']}")
-    if run.get("rounds", 1) != 1:
-        parts.append(f"--rounds {run['rounds']}")
+    # Runs kept before the file recorded rounds were one round each.
+    if (rounds := run.get("rounds", 1)) != side_by_side_plot.DEFAULT_ROUNDS:
+        parts.append(f"--rounds {rounds}")
     if peer(run) != "upstream":
         parts.append(f"--operators ours {peer(run)}")
     if side_by_side_plot.api_version(run) != "v2beta1":

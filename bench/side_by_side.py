@@ -1094,7 +1094,9 @@ def contender(label: str, cluster: Cluster, flags: Flags, args: argparse.Namespa
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=60)
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each operator")
+    parser.add_argument(
+        "--rounds", type=int, default=side_by_side_plot.DEFAULT_ROUNDS, help="runs of each operator"
+    )
     add_job_and_operator_flags(parser)
     parser.add_argument(
         "--controller-queue-rate-limit",

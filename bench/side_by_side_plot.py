@@ -27,6 +27,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "side-by-side.json"
 OPERATORS = ("ours", "upstream", "training-operator")
+# Rounds of each operator `side_by_side.py` runs unless told otherwise.
+DEFAULT_ROUNDS = 2
 # Each panel: the figure's key in a run's means, its title.
 PANELS = (
     ("jobs_per_second", "jobs/s (higher is better)"),

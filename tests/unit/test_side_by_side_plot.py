@@ -133,8 +133,10 @@ def test_a_v1_run_is_a_point_of_its_own_beside_training_operator(
     row = results_table.table(kept).splitlines()[-1]
     assert "| v1 | training-operator |" in row
     assert f"| 5.00 / {results_table.DASH} |" in row  # its jobs/s was not measured
-    assert "`bench/side_by_side.py --jobs 100 --operators ours training-operator" in row
+    # A run kept without its rounds was one round: the bench runs two unless told.
+    assert "`bench/side_by_side.py --jobs 100 --rounds 1 --operators ours training-operator" in row
     assert "--api-version v1 --threadiness 1`" in row
+    assert "--rounds" not in results_table.command({**v1, "rounds": plot.DEFAULT_ROUNDS})
 
 
 def test_performance_md_opens_with_the_table_of_the_committed_results(
